@@ -1,0 +1,3 @@
+module github.com/kindtest/kindtest
+
+go 1.26
