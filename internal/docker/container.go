@@ -1,0 +1,276 @@
+package docker
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/docker/go-connections/nat"
+)
+
+// ContainerSpec describes a container to create.
+type ContainerSpec struct {
+	Name       string
+	Hostname   string
+	Image      string
+	Labels     map[string]string
+	Env        []string
+	Entrypoint []string
+	Cmd        []string
+	Tty        bool
+	// Privileged with seccomp and AppArmor unconfined: what a node needs to
+	// run systemd, containerd and the kubelet.
+	Privileged bool
+	Tmpfs      map[string]string
+	// Volumes maps a named volume to the path it is mounted at.
+	Volumes map[string]string
+	// Binds are host paths, "src:dst[:ro]".
+	Binds []string
+	// Network the container joins, with its name as DNS alias.
+	Network string
+	// Ports publishes container ports on the host.
+	Ports []PortBinding
+	// StopSignal sent by a stop (for systemd, SIGRTMIN+3).
+	StopSignal string
+	// AutoRemove deletes the container when it exits.
+	AutoRemove bool
+}
+
+// PortBinding publishes ContainerPort/tcp on HostIP:HostPort; an empty
+// HostPort lets the engine choose one.
+type PortBinding struct {
+	HostIP        string
+	HostPort      string
+	ContainerPort int
+}
+
+// Container is what kindtest needs to know of a container.
+type Container struct {
+	ID       string
+	Name     string
+	Image    string
+	Labels   map[string]string
+	Running  bool
+	Status   string
+	ExitCode int
+	// IPs by network name.
+	IPs map[string]string
+	// Gateways by network name.
+	Gateways map[string]string
+	// Ports maps "6443/tcp" to the host address it is published on.
+	Ports map[string]string
+}
+
+// CreateContainer creates (but does not start) a container and returns its ID.
+func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (string, error) {
+	cfg := &container.Config{
+		Hostname:     spec.Hostname,
+		Image:        spec.Image,
+		Labels:       spec.Labels,
+		Env:          spec.Env,
+		Entrypoint:   spec.Entrypoint,
+		Cmd:          spec.Cmd,
+		Tty:          spec.Tty,
+		StopSignal:   spec.StopSignal,
+		ExposedPorts: nat.PortSet{},
+	}
+	host := &container.HostConfig{
+		Privileged:   spec.Privileged,
+		Tmpfs:        spec.Tmpfs,
+		Binds:        spec.Binds,
+		AutoRemove:   spec.AutoRemove,
+		PortBindings: nat.PortMap{},
+		// The image's entrypoint must be PID 1 so that it can exec systemd.
+		Init: new(bool),
+	}
+	if spec.Privileged {
+		host.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"}
+	}
+	for name, target := range spec.Volumes {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: target})
+	}
+	for _, p := range spec.Ports {
+		port := nat.Port(strconv.Itoa(p.ContainerPort) + "/tcp")
+		cfg.ExposedPorts[port] = struct{}{}
+		host.PortBindings[port] = append(host.PortBindings[port], nat.PortBinding{HostIP: p.HostIP, HostPort: p.HostPort})
+	}
+	var netCfg *network.NetworkingConfig
+	if spec.Network != "" {
+		host.NetworkMode = container.NetworkMode(spec.Network)
+		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			spec.Network: {Aliases: []string{spec.Name}},
+		}}
+	}
+	resp, err := c.api.ContainerCreate(ctx, cfg, host, netCfg, nil, spec.Name)
+	if err != nil {
+		return "", fmt.Errorf("create container %s: %w", spec.Name, err)
+	}
+	return resp.ID, nil
+}
+
+// StartContainer starts a created container.
+func (c *Client) StartContainer(ctx context.Context, id string) error {
+	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveContainer force-removes a container and its anonymous volumes. A
+// container that does not exist counts as removed.
+func (c *Client) RemoveContainer(ctx context.Context, id string) error {
+	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	return nil
+}
+
+// KillContainer sends a signal (for example "SIGUSR1") to a container's
+// main process.
+func (c *Client) KillContainer(ctx context.Context, id, signal string) error {
+	if err := c.api.ContainerKill(ctx, id, signal); err != nil {
+		return fmt.Errorf("signal %s to container %s: %w", signal, id, err)
+	}
+	return nil
+}
+
+// InspectContainer describes one container.
+func (c *Client) InspectContainer(ctx context.Context, id string) (Container, error) {
+	info, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return Container{}, fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	out := Container{
+		ID:       info.ID,
+		Name:     strings.TrimPrefix(info.Name, "/"),
+		IPs:      map[string]string{},
+		Gateways: map[string]string{},
+		Ports:    map[string]string{},
+	}
+	if info.Config != nil {
+		out.Image = info.Config.Image
+		out.Labels = info.Config.Labels
+	}
+	if info.State != nil {
+		out.Running = info.State.Running
+		out.Status = info.State.Status
+		out.ExitCode = info.State.ExitCode
+	}
+	if info.NetworkSettings != nil {
+		for name, ep := range info.NetworkSettings.Networks {
+			if ep == nil {
+				continue
+			}
+			out.IPs[name] = ep.IPAddress
+			out.Gateways[name] = ep.Gateway
+		}
+		for port, bindings := range info.NetworkSettings.Ports {
+			for _, b := range bindings {
+				if ap, err := netip.ParseAddr(b.HostIP); err == nil && ap.Is4() {
+					out.Ports[string(port)] = netip.AddrPortFrom(ap, mustPort(b.HostPort)).String()
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func mustPort(s string) uint16 {
+	n, _ := strconv.ParseUint(s, 10, 16)
+	return uint16(n)
+}
+
+// ListContainers lists the containers, running or not, that carry every
+// given label (a value of "" matches any value).
+func (c *Client) ListContainers(ctx context.Context, labels map[string]string) ([]Container, error) {
+	list, err := c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := make([]Container, 0, len(list))
+	for _, s := range list {
+		ct := Container{ID: s.ID, Image: s.Image, Labels: s.Labels, Running: s.State == "running", Status: s.State}
+		if len(s.Names) > 0 {
+			ct.Name = strings.TrimPrefix(s.Names[0], "/")
+		}
+		out = append(out, ct)
+	}
+	return out, nil
+}
+
+// ContainerLogs returns the last tail lines of a container's output
+// (stdout and stderr interleaved as far as the engine keeps them).
+func (c *Client) ContainerLogs(ctx context.Context, id string, tail int) (string, error) {
+	rc, err := c.api.ContainerLogs(ctx, id, container.LogsOptions{
+		ShowStdout: true, ShowStderr: true, Tail: strconv.Itoa(tail), Timestamps: false,
+	})
+	if err != nil {
+		return "", fmt.Errorf("logs of container %s: %w", id, err)
+	}
+	defer rc.Close()
+	info, err := c.api.ContainerInspect(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	var buf bytes.Buffer
+	if info.Config != nil && info.Config.Tty {
+		_, err = io.Copy(&buf, rc)
+	} else {
+		_, err = stdcopy.StdCopy(&buf, &buf, rc)
+	}
+	if err != nil {
+		return buf.String(), fmt.Errorf("read logs of container %s: %w", id, err)
+	}
+	return buf.String(), nil
+}
+
+// CommitContainer makes an image from a container's file system, applying
+// Dockerfile instructions in changes, and returns the image ID.
+func (c *Client) CommitContainer(ctx context.Context, id, ref string, changes []string) (string, error) {
+	resp, err := c.api.ContainerCommit(ctx, id, container.CommitOptions{Reference: ref, Changes: changes})
+	if err != nil {
+		return "", fmt.Errorf("commit container %s as %s: %w", id, ref, err)
+	}
+	return resp.ID, nil
+}
+
+// CopyToContainer extracts a tar stream into dir inside the container.
+func (c *Client) CopyToContainer(ctx context.Context, id, dir string, tarStream io.Reader) error {
+	if err := c.api.CopyToContainer(ctx, id, dir, tarStream, container.CopyToContainerOptions{}); err != nil {
+		return fmt.Errorf("copy into container %s:%s: %w", id, dir, err)
+	}
+	return nil
+}
+
+// CopyFromContainer returns a tar stream of path inside the container.
+func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (io.ReadCloser, error) {
+	rc, _, err := c.api.CopyFromContainer(ctx, id, path)
+	if err != nil {
+		return nil, fmt.Errorf("copy from container %s:%s: %w", id, path, err)
+	}
+	return rc, nil
+}
+
+// labelFilter turns labels into an engine filter; an empty value matches
+// any value of that key.
+func labelFilter(labels map[string]string) filters.Args {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		if v == "" {
+			args.Add("label", k)
+		} else {
+			args.Add("label", k+"="+v)
+		}
+	}
+	return args
+}

@@ -1,0 +1,91 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/volume"
+)
+
+// Network is what kindtest needs to know of a network.
+type Network struct {
+	ID     string
+	Name   string
+	Labels map[string]string
+}
+
+// CreateNetwork creates a labelled bridge network and returns its ID. The
+// engine picks the subnet from its address pools.
+func (c *Client) CreateNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
+	resp, err := c.api.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver: "bridge",
+		Labels: labels,
+		Options: map[string]string{
+			// Nodes reach each other and the outside; pods behind them do too.
+			"com.docker.network.bridge.enable_ip_masquerade": "true",
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("create network %s: %w", name, err)
+	}
+	return resp.ID, nil
+}
+
+// RemoveNetwork removes a network; one that does not exist counts as removed.
+func (c *Client) RemoveNetwork(ctx context.Context, id string) error {
+	if err := c.api.NetworkRemove(ctx, id); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove network %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListNetworks lists the networks that carry every given label.
+func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]Network, error) {
+	list, err := c.api.NetworkList(ctx, network.ListOptions{Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	out := make([]Network, 0, len(list))
+	for _, n := range list {
+		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels})
+	}
+	return out, nil
+}
+
+// Volume is what kindtest needs to know of a volume.
+type Volume struct {
+	Name   string
+	Labels map[string]string
+}
+
+// CreateVolume creates a labelled local volume.
+func (c *Client) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	if _, err := c.api.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: labels}); err != nil {
+		return fmt.Errorf("create volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// RemoveVolume removes a volume; one that does not exist counts as removed.
+func (c *Client) RemoveVolume(ctx context.Context, name string) error {
+	if err := c.api.VolumeRemove(ctx, name, true); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("remove volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// ListVolumes lists the volumes that carry every given label.
+func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]Volume, error) {
+	resp, err := c.api.VolumeList(ctx, volume.ListOptions{Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes: %w", err)
+	}
+	out := make([]Volume, 0, len(resp.Volumes))
+	for _, v := range resp.Volumes {
+		if v != nil {
+			out = append(out, Volume{Name: v.Name, Labels: v.Labels})
+		}
+	}
+	return out, nil
+}
