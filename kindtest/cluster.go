@@ -1,0 +1,211 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// ErrDockerUnavailable is returned (wrapped) when no Docker engine answers.
+// Test helpers skip on it, except when the CI environment variable is set.
+var ErrDockerUnavailable = docker.ErrUnavailable
+
+// Cluster is one Kubernetes cluster whose nodes are Docker containers.
+type Cluster struct {
+	name    string
+	cfg     *config
+	docker  *docker.Client
+	labels  map[string]string
+	created time.Time
+	log     Logger
+
+	nodes      []*Node
+	kubeconfig []byte // with the API server's host address
+	apiServer  string // https://127.0.0.1:PORT
+	timings    []PhaseTiming
+
+	deleteOnce sync.Once
+	deleteErr  error
+}
+
+// PhaseTiming is how long one phase of cluster creation took.
+type PhaseTiming struct {
+	Phase    string
+	Duration time.Duration
+}
+
+// New creates a cluster and returns once it is ready: every node booted
+// and, unless WithoutKubernetes is given, Kubernetes up with every node and
+// CoreDNS Ready. On failure everything created so far is removed (unless a
+// keep policy says otherwise) and the error says which node and step
+// failed. The caller must Delete the cluster.
+func New(ctx context.Context, opts ...Option) (*Cluster, error) {
+	c, err := prepare(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.create(ctx); err != nil {
+		if c.cfg.keep == KeepNever {
+			err = errors.Join(err, c.Delete(context.Background()))
+		} else {
+			c.log.Printf("kindtest: keeping cluster %s after failure: %s", c.name, c.inspectHint())
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepare validates options, connects to the engine and checks the image,
+// all before anything is created, and names the cluster.
+func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
+	if _, err := dc.InspectImage(ctx, cfg.image); err != nil {
+		dc.Close()
+		if docker.IsNotFound(err) {
+			return nil, fmt.Errorf("kindtest: node image %s not found in the engine at %s: build it with `go run ./cmd/kindtest build` in a kindtest checkout, or pass WithImage / set KINDTEST_IMAGE to an image you have", cfg.image, dc.Host())
+		}
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
+	now := time.Now()
+	name := newClusterName(cfg.prefix)
+	return &Cluster{
+		name:    name,
+		cfg:     cfg,
+		docker:  dc,
+		labels:  clusterLabels(name, now, cfg.keep),
+		created: now,
+		log:     cfg.logger,
+	}, nil
+}
+
+// Name is the cluster's unique name; its network and node containers are
+// named after it.
+func (c *Cluster) Name() string { return c.name }
+
+// Nodes returns every node, the control plane first.
+func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
+
+// ControlPlane returns the control-plane node.
+func (c *Cluster) ControlPlane() *Node { return c.nodes[0] }
+
+// Workers returns the worker nodes, in order.
+func (c *Cluster) Workers() []*Node { return append([]*Node(nil), c.nodes[1:]...) }
+
+// Node returns the node with the given name, or nil.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Labels returns the labels every resource of the cluster carries.
+func (c *Cluster) Labels() map[string]string {
+	out := make(map[string]string, len(c.labels))
+	for k, v := range c.labels {
+		out[k] = v
+	}
+	return out
+}
+
+// Timings returns how long each phase of creation took.
+func (c *Cluster) Timings() []PhaseTiming { return append([]PhaseTiming(nil), c.timings...) }
+
+// phase runs one step of creation, logging and recording its duration.
+func (c *Cluster) phase(name string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	d := time.Since(start)
+	if err != nil {
+		c.log.Printf("kindtest: %s: %s failed after %v", c.name, name, d.Round(time.Millisecond))
+		return err
+	}
+	c.timings = append(c.timings, PhaseTiming{Phase: name, Duration: d})
+	c.log.Printf("kindtest: %s: %s done in %v", c.name, name, d.Round(time.Millisecond))
+	return nil
+}
+
+// Delete removes every container, volume and network that carries the
+// cluster's label, whatever state creation reached. It is safe to call more
+// than once and from several goroutines; things already gone count as
+// removed. It makes its own bounded context when ctx has no deadline.
+func (c *Cluster) Delete(ctx context.Context) error {
+	c.deleteOnce.Do(func() {
+		unregister(c)
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.deleteTimeout)
+			defer cancel()
+		}
+		start := time.Now()
+		c.deleteErr = deleteByLabels(ctx, c.docker, map[string]string{LabelCluster: c.name})
+		if c.deleteErr == nil {
+			c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
+		}
+		c.docker.Close()
+	})
+	return c.deleteErr
+}
+
+// deleteByLabels removes containers, then volumes, then networks carrying
+// every given label, in parallel within each kind, and reports all
+// failures together.
+func deleteByLabels(ctx context.Context, dc *docker.Client, labels map[string]string) error {
+	var errs []error
+	containers, err := dc.ListContainers(ctx, labels)
+	if err != nil {
+		return err
+	}
+	errs = append(errs, parallel(len(containers), func(i int) error {
+		return dc.RemoveContainer(ctx, containers[i].ID)
+	}))
+	volumes, err := dc.ListVolumes(ctx, labels)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	errs = append(errs, parallel(len(volumes), func(i int) error {
+		return dc.RemoveVolume(ctx, volumes[i].Name)
+	}))
+	networks, err := dc.ListNetworks(ctx, labels)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, n := range networks {
+		errs = append(errs, dc.RemoveNetwork(ctx, n.ID))
+	}
+	return errors.Join(errs...)
+}
+
+// parallel runs fn for 0..n-1 at once and joins the errors.
+func parallel(n int, fn func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// inspectHint tells a person how to look at a kept cluster and remove it.
+func (c *Cluster) inspectHint() string {
+	return fmt.Sprintf("inspect it with `docker exec -it %s bash`; delete it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s` or `docker rm -fv $(docker ps -aq --filter label=%s=%s) && docker volume rm $(docker volume ls -q --filter label=%s=%s); docker network rm %s`",
+		nodeName(c.name, 0), c.name, LabelCluster, c.name, LabelCluster, c.name, c.name)
+}

@@ -1,0 +1,258 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// apiServerPort is where kube-apiserver listens inside the control plane.
+const apiServerPort = 6443
+
+// NodeError reports the node and lifecycle step that failed, with what the
+// node had to say about it.
+type NodeError struct {
+	Node        string
+	Step        string
+	Err         error
+	Diagnostics string
+}
+
+// Error names node and step, then the cause and diagnostics.
+func (e *NodeError) Error() string {
+	s := fmt.Sprintf("node %s: %s: %v", e.Node, e.Step, e.Err)
+	if e.Diagnostics != "" {
+		s += "\n" + e.Diagnostics
+	}
+	return s
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// create runs the whole lifecycle. Delete undoes any part of it.
+func (c *Cluster) create(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
+	defer cancel()
+	register(c)
+	n := c.cfg.workers + 1
+	c.nodes = make([]*Node, n)
+	for i := range n {
+		role := RoleWorker
+		if i == 0 {
+			role = RoleControlPlane
+		}
+		c.nodes[i] = &Node{name: nodeName(c.name, i), role: role, index: i, docker: c.docker}
+	}
+	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
+	start := time.Now()
+
+	if err := c.phase("network", func() error {
+		_, err := c.docker.CreateNetwork(ctx, c.name, c.labels)
+		return err
+	}); err != nil {
+		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
+	}
+	if err := c.phase("containers", func() error {
+		return parallel(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
+	}); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	if err := c.phase("boot", func() error {
+		return parallel(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
+	}); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	if c.cfg.kubernetes {
+		if err := c.setupKubernetes(ctx); err != nil {
+			return c.wrapCtx(ctx, err)
+		}
+	}
+	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// wrapCtx makes a failure caused by the create deadline or a cancelled
+// context say so plainly.
+func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
+	}
+	return err
+}
+
+// createNode creates the node's volume and container, starts it (its
+// entrypoint waits for the boot signal) and provisions it before boot.
+func (c *Cluster) createNode(ctx context.Context, n *Node) error {
+	labels := nodeLabels(c.labels, n.role, n.index)
+	varVolume := n.name + "-var"
+	if err := c.docker.CreateVolume(ctx, varVolume, labels); err != nil {
+		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
+	}
+	spec := docker.ContainerSpec{
+		Name:       n.name,
+		Hostname:   n.name,
+		Image:      c.cfg.image,
+		Labels:     labels,
+		Tty:        true, // without a terminal systemd exits at once
+		Privileged: true,
+		Tmpfs:      map[string]string{"/tmp": "", "/run": ""},
+		// containerd's overlayfs snapshotter cannot stack on the container's
+		// own overlay root, so /var is a volume.
+		Volumes: map[string]string{varVolume: "/var"},
+		Binds:   []string{"/lib/modules:/lib/modules:ro"},
+		Network: c.name,
+	}
+	if n.role == RoleControlPlane {
+		spec.Ports = []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: apiServerPort}}
+	}
+	id, err := c.docker.CreateContainer(ctx, spec)
+	if err != nil {
+		return &NodeError{Node: n.name, Step: "create container", Err: err}
+	}
+	n.id = id
+	if err := c.docker.StartContainer(ctx, id); err != nil {
+		return c.nodeError(n, "start container", err)
+	}
+	info, err := c.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return c.nodeError(n, "inspect container", err)
+	}
+	n.ip, n.gateway = info.IPs[c.name], info.Gateways[c.name]
+	if n.role == RoleControlPlane {
+		c.apiServer = "https://" + info.Ports[fmt.Sprintf("%d/tcp", apiServerPort)]
+	}
+	if _, err := n.sh(ctx, provisionScript); err != nil {
+		return c.nodeError(n, "provision before boot", err)
+	}
+	return nil
+}
+
+// provisionScript prepares a node before systemd starts, the steps in the
+// order they must run.
+const provisionScript = `set -eu
+# systemd and the kubelet take a writable /sys for a host they may manage.
+mount -o remount,ro /sys
+
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  # cgroup v2: move everything out of the root so that controllers can be
+  # delegated below it, then enable them all.
+  mkdir -p /sys/fs/cgroup/init.scope
+  for p in $(cat /sys/fs/cgroup/cgroup.procs); do echo "$p" > /sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true; done
+  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true; done
+else
+  # cgroup v1: the node's cgroups are named /docker/<id>... in
+  # /proc/self/cgroup but mounted at the root; bind each mount at that path
+  # too so the kubelet finds the cgroups it is told it is in. The list is
+  # read first: the binds themselves would show up in it.
+  mounts=$(cat /proc/self/mountinfo)
+  echo "$mounts" | while read -r _ _ _ root mnt _ _ _ fstype _; do
+    [ "$fstype" = cgroup ] || continue
+    [ "$root" = / ] && continue
+    mkdir -p "$mnt$root"
+    mountpoint -q "$mnt$root" || mount --bind "$mnt" "$mnt$root"
+  done
+fi
+
+# Mounts made by containers (volumes of pods) must propagate.
+mount --make-rshared /
+
+# Every node needs its own machine id.
+cat /proc/sys/kernel/random/uuid | tr -d - > /etc/machine-id
+`
+
+// bootNode sends the boot signal and waits until systemd reports the
+// system running (or degraded: a unit failed, which diagnostics will show
+// if it matters).
+func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
+	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
+		return c.nodeError(n, "send boot signal", err)
+	}
+	err := waitFor(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		res, err := n.Exec(ctx, "systemctl", "is-system-running")
+		state := strings.TrimSpace(res.Stdout)
+		var ee *ExitError
+		if err != nil && !errors.As(err, &ee) {
+			// The container itself is gone or stopped: no use waiting.
+			info, ierr := c.docker.InspectContainer(ctx, n.id)
+			if ierr != nil || !info.Running {
+				return false, fmt.Errorf("node container stopped (exit code %d): %w", info.ExitCode, err)
+			}
+			return false, nil
+		}
+		switch state {
+		case "running", "degraded":
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return c.nodeError(n, "wait for systemd", err)
+	}
+	return nil
+}
+
+// waitFor polls cond with exponential backoff from min to max until it
+// says done, returns an error, or ctx ends.
+func waitFor(ctx context.Context, min, max time.Duration, cond func() (bool, error)) error {
+	delay := min
+	for {
+		done, err := cond()
+		if err != nil {
+			return err
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		if delay *= 2; delay > max {
+			delay = max
+		}
+	}
+}
+
+// nodeError wraps err with what the node can tell about it: the last lines
+// of its console (entrypoint and systemd) and the units that failed.
+func (c *Cluster) nodeError(n *Node, step string, err error) error {
+	return &NodeError{Node: n.name, Step: step, Err: err, Diagnostics: c.nodeDiagnostics(n)}
+}
+
+func (c *Cluster) nodeDiagnostics(n *Node) string {
+	if n.id == "" {
+		return ""
+	}
+	// The context of the failed step may be over; diagnostics get their own.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if logs, err := c.docker.ContainerLogs(ctx, n.id, 30); err == nil && strings.TrimSpace(logs) != "" {
+		fmt.Fprintf(&b, "last console lines of %s:\n%s", n.name, indent(logs))
+	}
+	if info, err := c.docker.InspectContainer(ctx, n.id); err == nil && info.Running {
+		if res, err := n.Exec(ctx, "systemctl", "--failed", "--no-legend", "--plain"); err == nil && strings.TrimSpace(res.Stdout) != "" {
+			fmt.Fprintf(&b, "failed units on %s:\n%s", n.name, indent(res.Stdout))
+		}
+	} else if err == nil {
+		fmt.Fprintf(&b, "container %s is %s (exit code %d)\n", n.name, info.Status, info.ExitCode)
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(strings.ReplaceAll(s, "\r", ""), "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

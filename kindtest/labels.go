@@ -1,0 +1,157 @@
+package kindtest
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Label keys on every container, network and volume kindtest creates.
+// Listing, deleting and sweeping all go by these labels; there is no local
+// state file.
+const (
+	LabelCluster    = "dev.kindtest.cluster"
+	LabelSession    = "dev.kindtest.session"
+	LabelRole       = "dev.kindtest.role"
+	LabelNodeIndex  = "dev.kindtest.node-index"
+	LabelOwnerHost  = "dev.kindtest.owner.host"
+	LabelOwnerPID   = "dev.kindtest.owner.pid"
+	LabelOwnerStart = "dev.kindtest.owner.start"
+	LabelCreated    = "dev.kindtest.created"
+	LabelKeep       = "dev.kindtest.keep"
+)
+
+// Node roles.
+const (
+	RoleControlPlane = "control-plane"
+	RoleWorker       = "worker"
+)
+
+// Owner identifies the process that created a cluster: host name, PID and
+// the process's start time, so that a recycled PID is not taken for the
+// owner.
+type Owner struct {
+	Host  string
+	PID   int
+	Start string
+}
+
+// String formats the owner as host/pid.
+func (o Owner) String() string { return fmt.Sprintf("%s/%d", o.Host, o.PID) }
+
+var (
+	sessionOnce sync.Once
+	sessionID   string
+	selfOwner   Owner
+)
+
+// Session returns this process's session id: KINDTEST_SESSION when set, else
+// a random id made once per process. Every resource the process creates is
+// labelled with it.
+func Session() string {
+	initSession()
+	return sessionID
+}
+
+func self() Owner {
+	initSession()
+	return selfOwner
+}
+
+func initSession() {
+	sessionOnce.Do(func() {
+		sessionID = os.Getenv("KINDTEST_SESSION")
+		if sessionID == "" {
+			sessionID = strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+		}
+		host, _ := os.Hostname()
+		selfOwner = Owner{Host: host, PID: os.Getpid(), Start: processStart(os.Getpid())}
+	})
+}
+
+// processStart returns an opaque token for when pid started (the start time
+// field of /proc/PID/stat), or "" where that is not known.
+func processStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name, field 2, may hold spaces; fields after it are plain.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(s[i+1:])
+	// Field 22 overall is starttime; after ')' the list starts at field 3.
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
+}
+
+// ownerAlive reports whether the process o still runs on this host. An owner
+// on another host is assumed alive: only its own host can tell.
+func ownerAlive(o Owner) bool {
+	host, _ := os.Hostname()
+	if o.Host != host || o.PID <= 0 {
+		return true
+	}
+	start := processStart(o.PID)
+	if start == "" {
+		return false
+	}
+	return o.Start == "" || start == o.Start
+}
+
+func ownerFromLabels(l map[string]string) Owner {
+	pid, _ := strconv.Atoi(l[LabelOwnerPID])
+	return Owner{Host: l[LabelOwnerHost], PID: pid, Start: l[LabelOwnerStart]}
+}
+
+// newClusterName makes a short, unique, DNS-label-safe name: the prefix and
+// eight hex digits of a random UUID.
+func newClusterName(prefix string) string {
+	return prefix + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
+}
+
+// nodeName names node index i of a cluster: index 0 is the control plane.
+func nodeName(cluster string, i int) string {
+	if i == 0 {
+		return cluster + "-control-plane"
+	}
+	if i == 1 {
+		return cluster + "-worker"
+	}
+	return fmt.Sprintf("%s-worker%d", cluster, i)
+}
+
+// clusterLabels are the labels every resource of the cluster carries.
+func clusterLabels(cluster string, created time.Time, keep KeepPolicy) map[string]string {
+	o := self()
+	return map[string]string{
+		LabelCluster:    cluster,
+		LabelSession:    Session(),
+		LabelOwnerHost:  o.Host,
+		LabelOwnerPID:   strconv.Itoa(o.PID),
+		LabelOwnerStart: o.Start,
+		LabelCreated:    created.UTC().Format(time.RFC3339),
+		LabelKeep:       keep.String(),
+	}
+}
+
+// nodeLabels adds the node's role and index to the cluster labels.
+func nodeLabels(base map[string]string, role string, index int) map[string]string {
+	l := make(map[string]string, len(base)+2)
+	for k, v := range base {
+		l[k] = v
+	}
+	l[LabelRole] = role
+	l[LabelNodeIndex] = strconv.Itoa(index)
+	return l
+}

@@ -1,0 +1,232 @@
+package kindtest
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"time"
+)
+
+// DefaultImage is the node image clusters use unless WithImage says
+// otherwise. Build it with `go run ./cmd/kindtest build` in a kindtest
+// checkout.
+const DefaultImage = "kindtest/node:v1.37.2"
+
+// Logger receives progress lines. *testing.T's Logf, log.Printf and
+// fmt.Printf-like functions fit through LoggerFunc.
+type Logger interface {
+	Printf(format string, args ...any)
+}
+
+// LoggerFunc adapts a Printf-like function to Logger.
+type LoggerFunc func(format string, args ...any)
+
+// Printf calls f.
+func (f LoggerFunc) Printf(format string, args ...any) { f(format, args...) }
+
+type discard struct{}
+
+func (discard) Printf(string, ...any) {}
+
+// KeepPolicy says when a cluster outlives its test.
+type KeepPolicy int
+
+const (
+	// KeepNever removes the cluster when the test ends. The default.
+	KeepNever KeepPolicy = iota
+	// KeepOnFailure keeps the cluster when the test failed.
+	KeepOnFailure
+	// KeepAlways keeps the cluster whatever the outcome.
+	KeepAlways
+)
+
+// String names the policy as KINDTEST_KEEP spells it.
+func (k KeepPolicy) String() string {
+	switch k {
+	case KeepOnFailure:
+		return "on-failure"
+	case KeepAlways:
+		return "always"
+	default:
+		return "never"
+	}
+}
+
+// Option configures a cluster. Options are applied in order; conflicts
+// between them are reported once all have been applied.
+type Option func(*config) error
+
+type config struct {
+	workers       int
+	image         string
+	prefix        string
+	logger        Logger
+	createTimeout time.Duration
+	deleteTimeout time.Duration
+	keep          KeepPolicy
+	kubernetes    bool
+	artifactsDir  string
+}
+
+// Limits on user input. Each node is a full container with systemd, a
+// container runtime and a kubelet; past a handful they only slow the host.
+const (
+	maxWorkers   = 16
+	maxPrefixLen = 20
+)
+
+var prefixPattern = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+func defaultConfig() *config {
+	return &config{
+		image:         DefaultImage,
+		prefix:        "kt",
+		logger:        discard{},
+		createTimeout: 5 * time.Minute,
+		deleteTimeout: time.Minute,
+		kubernetes:    true,
+	}
+}
+
+func newConfig(opts []Option) (*config, error) {
+	cfg := defaultConfig()
+	if err := cfg.fromEnv(); err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, opt := range opts {
+		if opt == nil {
+			continue
+		}
+		if err := opt(cfg); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, cfg.validate()
+}
+
+// fromEnv applies the environment variables a user sets without touching
+// code; options given in code come after and win.
+func (c *config) fromEnv() error {
+	if v := os.Getenv("KINDTEST_IMAGE"); v != "" {
+		c.image = v
+	}
+	if v := os.Getenv("KINDTEST_KEEP"); v != "" {
+		k, err := parseKeep(v)
+		if err != nil {
+			return err
+		}
+		c.keep = k
+	}
+	if v := os.Getenv("ARTIFACTS"); v != "" {
+		c.artifactsDir = v
+	}
+	return nil
+}
+
+func parseKeep(v string) (KeepPolicy, error) {
+	switch v {
+	case "never", "0", "false":
+		return KeepNever, nil
+	case "on-failure":
+		return KeepOnFailure, nil
+	case "always", "1", "true":
+		return KeepAlways, nil
+	}
+	return KeepNever, fmt.Errorf("KINDTEST_KEEP=%q: want never, on-failure or always", v)
+}
+
+func (c *config) validate() error {
+	var errs []error
+	if c.workers < 0 {
+		errs = append(errs, fmt.Errorf("workers: %d is negative: use 0 for a single control-plane node", c.workers))
+	}
+	if c.workers > maxWorkers {
+		errs = append(errs, fmt.Errorf("workers: %d is more than %d: each worker is a full node container", c.workers, maxWorkers))
+	}
+	if c.image == "" {
+		errs = append(errs, errors.New("image: empty: leave WithImage out to use "+DefaultImage))
+	}
+	if len(c.prefix) > maxPrefixLen {
+		errs = append(errs, fmt.Errorf("name prefix %q: %d characters, at most %d", c.prefix, len(c.prefix), maxPrefixLen))
+	} else if !prefixPattern.MatchString(c.prefix) {
+		errs = append(errs, fmt.Errorf("name prefix %q: use lowercase letters, digits and '-', starting with a letter and not ending with '-'", c.prefix))
+	}
+	if c.createTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("create timeout %v: must be positive", c.createTimeout))
+	}
+	if c.deleteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// WithWorkers sets the number of worker nodes besides the one control-plane
+// node. Default 0: a single node that runs workloads too.
+func WithWorkers(n int) Option {
+	return func(c *config) error { c.workers = n; return nil }
+}
+
+// WithImage sets the node image. Default DefaultImage, or KINDTEST_IMAGE
+// when set.
+func WithImage(ref string) Option {
+	return func(c *config) error { c.image = ref; return nil }
+}
+
+// WithNamePrefix sets the prefix of the generated cluster name: lowercase
+// letters, digits and '-', at most 20 characters. Default "kt".
+func WithNamePrefix(prefix string) Option {
+	return func(c *config) error { c.prefix = prefix; return nil }
+}
+
+// WithLogger sets where progress lines go. Default: the test's log in
+// Start, nowhere in New.
+func WithLogger(l Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return errors.New("logger: nil: leave WithLogger out for the default")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithCreateTimeout bounds the whole creation of a cluster. Default 5m.
+func WithCreateTimeout(d time.Duration) Option {
+	return func(c *config) error { c.createTimeout = d; return nil }
+}
+
+// WithDeleteTimeout bounds the removal of a cluster. Default 1m.
+func WithDeleteTimeout(d time.Duration) Option {
+	return func(c *config) error { c.deleteTimeout = d; return nil }
+}
+
+// WithKeep says when Start leaves the cluster in place after the test, for
+// debugging; it logs the commands to inspect and delete it. Default
+// KeepNever, or KINDTEST_KEEP (never, on-failure, always) when set.
+func WithKeep(k KeepPolicy) Option {
+	return func(c *config) error {
+		if k < KeepNever || k > KeepAlways {
+			return fmt.Errorf("keep policy %d: use KeepNever, KeepOnFailure or KeepAlways", k)
+		}
+		c.keep = k
+		return nil
+	}
+}
+
+// WithoutKubernetes stops the lifecycle once systemd runs on every node:
+// no kubeadm, no pod network. For tests of node-level behaviour. Default:
+// Kubernetes is set up.
+func WithoutKubernetes() Option {
+	return func(c *config) error { c.kubernetes = false; return nil }
+}
+
+// WithArtifactsDir sets where logs are exported when a test fails. Default
+// $ARTIFACTS when set, else the test's temporary directory.
+func WithArtifactsDir(dir string) Option {
+	return func(c *config) error { c.artifactsDir = dir; return nil }
+}
