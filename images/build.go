@@ -1,0 +1,240 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// DefaultKubernetesVersion is the Kubernetes version that the nested module
+// images/kubernetes builds.
+const DefaultKubernetesVersion = "v1.37.2"
+
+// DefaultNodeImage is the reference Build tags the node image with, and the
+// image kindtest runs its nodes from unless told otherwise.
+const DefaultNodeImage = "kindtest/node:" + DefaultKubernetesVersion
+
+// Labels Build puts on the node image.
+const (
+	// LabelContentHash holds the hash of the image's inputs.
+	LabelContentHash = "io.kindtest.content-hash"
+	// LabelKubernetesVersion holds the Kubernetes version in the image.
+	LabelKubernetesVersion = "io.kindtest.kubernetes-version"
+)
+
+// Logger receives progress lines; *log.Logger and testing.T's Logf adapters
+// satisfy it.
+type Logger interface {
+	Printf(format string, args ...any)
+}
+
+// Result describes the node image that Build built or found up to date.
+type Result struct {
+	// Image is the node image's plain reference, DefaultNodeImage.
+	Image string
+	// ContentImage is the same image under its content-derived tag,
+	// "kindtest/node:v1.37.2-<hash>".
+	ContentImage string
+	// ContentHash is the full hash of the image's inputs.
+	ContentHash string
+	// KubernetesVersion is the version of the Kubernetes binaries inside.
+	KubernetesVersion string
+	// Built is false when the image existed already and nothing was built.
+	Built bool
+	// Duration is how long Build took.
+	Duration time.Duration
+}
+
+// BuildOption configures Build.
+type BuildOption func(*buildConfig) error
+
+type buildConfig struct {
+	logger    Logger
+	sourceDir string
+	cacheDir  string
+}
+
+// WithLogger sends progress lines (each step and its duration) to l.
+// Default: silent.
+func WithLogger(l Logger) BuildOption {
+	return func(c *buildConfig) error {
+		if l == nil {
+			return errors.New("WithLogger: nil logger")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithSourceDir names the images/ directory of a kindtest checkout to build
+// from. Default: found by walking up from the working directory, then from
+// the directory this package was compiled from, to the first directory that
+// holds images/kubernetes/go.mod.
+func WithSourceDir(dir string) BuildOption {
+	return func(c *buildConfig) error {
+		if dir == "" {
+			return errors.New("WithSourceDir: empty directory")
+		}
+		c.sourceDir = dir
+		return nil
+	}
+}
+
+// WithCacheDir sets where built binaries, root file systems and the build
+// lock are kept. Default: kindtest under os.UserCacheDir()
+// ($XDG_CACHE_HOME/kindtest or ~/.cache/kindtest on Linux).
+func WithCacheDir(dir string) BuildOption {
+	return func(c *buildConfig) error {
+		if dir == "" {
+			return errors.New("WithCacheDir: empty directory")
+		}
+		c.cacheDir = dir
+		return nil
+	}
+}
+
+func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
+	c := &buildConfig{logger: silent{}}
+	var errs []error
+	for _, opt := range opts {
+		if err := opt(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("node image options: %w", err)
+	}
+	if c.sourceDir == "" {
+		dir, err := findSourceDir()
+		if err != nil {
+			return nil, err
+		}
+		c.sourceDir = dir
+	}
+	if _, err := os.Stat(filepath.Join(c.sourceDir, "kubernetes", "go.mod")); err != nil {
+		return nil, fmt.Errorf("node images are built from a kindtest checkout: %s has no kubernetes/go.mod: %w", c.sourceDir, err)
+	}
+	if c.cacheDir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, fmt.Errorf("node image cache directory: %w (set one with WithCacheDir)", err)
+		}
+		c.cacheDir = filepath.Join(base, "kindtest")
+	}
+	return c, nil
+}
+
+// findSourceDir returns the images/ directory of the kindtest checkout that
+// holds the working directory or, failing that, this source file.
+func findSourceDir() (string, error) {
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, start := range starts {
+		for dir := start; ; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "images", "kubernetes", "go.mod")); err == nil {
+				return filepath.Join(dir, "images"), nil
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	return "", fmt.Errorf("node images are built from a kindtest checkout: no images/kubernetes/go.mod above %q (run from inside a clone of github.com/kindtest/kindtest, or use WithSourceDir)", starts)
+}
+
+type silent struct{}
+
+func (silent) Printf(string, ...any) {}
+
+// Build makes sure the node image for the checkout's inputs exists, and
+// builds it (with every image it depends on) when it does not. A build with
+// nothing changed only hashes the inputs and asks the engine for the tag.
+// Concurrent builds, in this process or others, wait for each other.
+func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
+	start := time.Now()
+	cfg, err := newBuildConfig(opts)
+	if err != nil {
+		return Result{}, err
+	}
+	version, err := moduleVersion(filepath.Join(cfg.sourceDir, "kubernetes", "go.mod"), "k8s.io/kubernetes")
+	if err != nil {
+		return Result{}, err
+	}
+	hash, err := contentHash(cfg.sourceDir, version)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{
+		Image:             "kindtest/node:" + version,
+		ContentImage:      "kindtest/node:" + version + "-" + hash[:hashLength],
+		ContentHash:       hash,
+		KubernetesVersion: version,
+	}
+
+	cli, err := docker.New(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	defer cli.Close()
+
+	if ok, err := res.upToDate(ctx, cli); err != nil || ok {
+		res.Duration = time.Since(start)
+		if ok {
+			cfg.logger.Printf("node image %s is up to date (%s)", res.ContentImage, res.Duration.Round(time.Millisecond))
+		}
+		return res, err
+	}
+
+	if err := os.MkdirAll(cfg.cacheDir, 0o755); err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(cfg.cacheDir, "build.lock"), cfg.logger)
+	if err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	defer unlock()
+	// Another process may have built it while this one waited for the lock.
+	if ok, err := res.upToDate(ctx, cli); err != nil || ok {
+		res.Duration = time.Since(start)
+		return res, err
+	}
+
+	b := &builder{cfg: cfg, cli: cli, res: res, binDir: filepath.Join(cfg.cacheDir, "bin", version)}
+	if err := b.run(ctx); err != nil {
+		return Result{}, fmt.Errorf("build node image %s: %w", res.ContentImage, err)
+	}
+	res.Built = true
+	res.Duration = time.Since(start)
+	cfg.logger.Printf("node image %s built in %s", res.ContentImage, res.Duration.Round(time.Second))
+	return res, nil
+}
+
+// upToDate reports whether the content-tagged image exists, and makes sure
+// the plain tag points at it.
+func (r Result) upToDate(ctx context.Context, cli *docker.Client) (bool, error) {
+	img, err := cli.InspectImage(ctx, r.ContentImage)
+	if docker.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("build node image: %w", err)
+	}
+	if plain, err := cli.InspectImage(ctx, r.Image); err == nil && plain.ID == img.ID {
+		return true, nil
+	}
+	if err := cli.TagImage(ctx, r.ContentImage, r.Image); err != nil {
+		return false, fmt.Errorf("build node image: %w", err)
+	}
+	return true, nil
+}

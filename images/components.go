@@ -1,0 +1,114 @@
+package images
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// component is how one image of the cluster is made from a binary.
+type component struct {
+	// binary is the program's name in the bin directory and in the image.
+	binary string
+	// base is the rootfs the image starts from; nil means FROM scratch.
+	base *rootfs
+}
+
+// components are keyed by the last element of the image name kubeadm uses.
+var components = map[string]component{
+	"kube-apiserver":          {binary: "kube-apiserver"},
+	"kube-controller-manager": {binary: "kube-controller-manager"},
+	"kube-scheduler":          {binary: "kube-scheduler"},
+	// kube-proxy in iptables mode runs the iptables tools.
+	"kube-proxy": {binary: "kube-proxy", base: &kubeProxyBase},
+	"etcd":       {binary: "etcd"},
+	"coredns":    {binary: "coredns"},
+	"pause":      {binary: "pause"},
+}
+
+// kubeadmImages asks the freshly built kubeadm which images it will run.
+func (b *builder) kubeadmImages(ctx context.Context) ([]string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(b.binDir, "kubeadm"), "config", "images", "list",
+		"--kubernetes-version", b.res.KubernetesVersion)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubeadm config images list: %w: %s", err, stderr.String())
+	}
+	refs := strings.Fields(stdout.String())
+	if len(refs) == 0 {
+		return nil, fmt.Errorf("kubeadm config images list printed no image")
+	}
+	return refs, nil
+}
+
+// componentName returns the key into components of an image reference.
+func componentName(ref string) string {
+	name := ref
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		name = name[:i]
+	}
+	return path.Base(name)
+}
+
+// componentDockerfile is the Dockerfile of one component image.
+func componentDockerfile(c component, baseRef string) string {
+	from := "scratch"
+	if c.base != nil {
+		from = baseRef
+	}
+	return fmt.Sprintf(`FROM %s
+COPY %[2]s /usr/local/bin/%[2]s
+ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin
+ENTRYPOINT ["/usr/local/bin/%[2]s"]
+`, from, c.binary)
+}
+
+// componentImages builds one image per image kubeadm expects, under the
+// exact reference kubeadm uses.
+func (b *builder) componentImages(ctx context.Context) error {
+	refs, err := b.kubeadmImages(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		c, ok := components[componentName(ref)]
+		if !ok {
+			return fmt.Errorf("kubeadm expects image %s, which kindtest does not know how to build", ref)
+		}
+		baseRef := ""
+		if c.base != nil {
+			if baseRef, _, err = c.base.ref(b.cfg.sourceDir); err != nil {
+				return err
+			}
+		}
+		files := []tarFile{
+			{name: "Dockerfile", data: []byte(componentDockerfile(c, baseRef)), mode: 0o644},
+			{name: c.binary, path: filepath.Join(b.binDir, c.binary), mode: 0o755},
+		}
+		if err := b.buildImage(ctx, files, ref, nil); err != nil {
+			return err
+		}
+		b.cfg.logger.Printf("  %s built", ref)
+	}
+	b.components = refs
+	return nil
+}
+
+// buildImage builds a context made of files and tags the result ref; the
+// builder's output is kept for the error.
+func (b *builder) buildImage(ctx context.Context, files []tarFile, ref string, args map[string]string) error {
+	tarStream := contextTar(files)
+	defer tarStream.Close()
+	var out tailBuffer
+	if err := b.cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile", BuildArgs: args}, &out); err != nil {
+		return fmt.Errorf("%w\n%s", err, out.String())
+	}
+	return nil
+}

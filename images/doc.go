@@ -1,0 +1,14 @@
+// Package images builds the kindtest node image from this repository, with
+// no container registry: a Debian bookworm base made with mmdebstrap, the
+// Kubernetes, containerd, etcd, CoreDNS and pause binaries built from Go
+// modules on the host, one image per cluster component tagged as kubeadm
+// names it, and the node image with those component images already loaded
+// into its containerd.
+//
+// The inputs live beside this file: base/packages.txt (the Debian packages),
+// node/ (Dockerfile, entrypoint, containerd configuration, systemd units)
+// and one nested Go module per program (kubernetes/, containerd/, etcd/,
+// coredns/, pause/), which the library's own go.mod never sees. Build hashes
+// those inputs, and an image whose content-derived tag already exists is not
+// built again.
+package images

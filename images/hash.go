@@ -1,0 +1,91 @@
+package images
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// hashLength is how many hex digits of a content hash go into a tag.
+const hashLength = 12
+
+// contentHash hashes the inputs of the node image found under dir (the
+// images/ directory of a checkout) together with the Kubernetes version:
+// every regular file, by relative path, executable bit and content, except
+// tests, documentation and hidden files. The builder's own Go files are
+// inputs too, since they hold build flags and the component Dockerfiles.
+func contentHash(dir, kubernetesVersion string) (string, error) {
+	var files []string
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if path != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if name == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || strings.HasSuffix(name, "_test.go") || strings.HasSuffix(name, ".md") {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash node image inputs: %w", err)
+	}
+	slices.Sort(files)
+	h := sha256.New()
+	fmt.Fprintf(h, "kubernetes %s\n", kubernetesVersion)
+	for _, rel := range files {
+		if err := hashFile(h, dir, rel); err != nil {
+			return "", fmt.Errorf("hash node image inputs: %w", err)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// hashStrings hashes a recipe given as strings, for images whose inputs
+// are a few values rather than files.
+func hashStrings(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func hashFile(h io.Writer, dir, rel string) error {
+	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(h, "file %q exec=%t size=%d\n", rel, info.Mode()&0o111 != 0, info.Size())
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read %s: %w", rel, err)
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package images
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// builder holds the state of one cold build.
+type builder struct {
+	cfg    *buildConfig
+	cli    *docker.Client
+	res    Result
+	binDir string
+	// components are the images kubeadm expects, as it names them.
+	components []string
+}
+
+func (b *builder) run(ctx context.Context) error {
+	steps := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"build binaries (go build)", b.buildBinaries},
+		{"base images (mmdebstrap)", b.baseImages},
+		{"component images", b.componentImages},
+		{"node image", b.nodeImage},
+		{"preload component images into containerd", b.preload},
+	}
+	for i, s := range steps {
+		start := time.Now()
+		b.cfg.logger.Printf("node image step %d/%d: %s", i+1, len(steps), s.name)
+		if err := s.run(ctx); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		b.cfg.logger.Printf("node image step %d/%d: %s done in %s", i+1, len(steps), s.name, time.Since(start).Round(100*time.Millisecond))
+	}
+	return nil
+}
+
+// command runs a program and returns an error that keeps the command and the
+// tail of its output when it fails.
+func command(ctx context.Context, dir string, env []string, name string, args ...string) error {
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var out tailBuffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s (in %s): %w\n%s", name, strings.Join(args, " "), dir, err, out.String())
+	}
+	return nil
+}
+
+// tailBuffer keeps the last 8 KiB written to it.
+type tailBuffer struct{ buf []byte }
+
+const tailLimit = 8 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailLimit {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailLimit:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.buf) }
+
+// moduleVersion returns the version at which the go.mod file at path
+// requires module.
+func moduleVersion(path, module string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && fields[0] == module && strings.HasPrefix(fields[1], "v") {
+			return fields[1], nil
+		}
+	}
+	return "", fmt.Errorf("%s does not require %s", path, module)
+}
+
+// lockFile takes an exclusive flock on path, waiting (and saying so) while
+// another build holds it, and returns the function that releases it.
+func lockFile(ctx context.Context, path string, logger Logger) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open build lock: %w", err)
+	}
+	said := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !said {
+			logger.Printf("waiting for another node image build to finish (lock %s)", path)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// tarFile is one entry of a build context: a file on disk or bytes.
+type tarFile struct {
+	name string
+	path string
+	data []byte
+	mode int64
+}
+
+// contextTar streams files as a tar archive.
+func contextTar(files []tarFile) io.ReadCloser {
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(writeTar(pw, files))
+	}()
+	return pr
+}
+
+func writeTar(w io.Writer, files []tarFile) error {
+	tw := tar.NewWriter(w)
+	for _, f := range files {
+		if f.path == "" {
+			hdr := &tar.Header{Name: f.name, Mode: f.mode, Size: int64(len(f.data)), Typeflag: tar.TypeReg}
+			if err := tw.WriteHeader(hdr); err != nil {
+				return err
+			}
+			if _, err := tw.Write(f.data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := writeTarFile(tw, f); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func writeTarFile(tw *tar.Writer, f tarFile) error {
+	src, err := os.Open(f.path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	info, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	mode := int64(info.Mode().Perm())
+	if f.mode != 0 {
+		mode = f.mode
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: mode, Size: info.Size(), Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, src)
+	return err
+}
+
+// dirFiles lists the regular files directly in dir as context entries
+// under prefix.
+func dirFiles(dir, prefix string) ([]tarFile, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []tarFile
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			files = append(files, tarFile{name: prefix + e.Name(), path: filepath.Join(dir, e.Name())})
+		}
+	}
+	return files, nil
+}
