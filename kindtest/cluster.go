@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -23,10 +24,13 @@ type Cluster struct {
 	created time.Time
 	log     Logger
 
-	nodes      []*Node
-	kubeconfig []byte // with the API server's host address
-	apiServer  string // https://127.0.0.1:PORT
-	timings    []PhaseTiming
+	nodes          []*Node
+	kubeconfig     []byte // with the API server's host address
+	kubeconfigPath string
+	apiServer      string // https://127.0.0.1:PORT
+	workDir        string // holds the kubeconfig file
+	ownsWorkDir    bool   // Delete removes workDir
+	timings        []PhaseTiming
 
 	deleteOnce sync.Once
 	deleteErr  error
@@ -77,6 +81,8 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
+	sweepOrphans(ctx, dc, cfg.logger)
+	ensureReaper(ctx, dc, cfg.logger)
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	return &Cluster{
@@ -151,42 +157,16 @@ func (c *Cluster) Delete(ctx context.Context) error {
 			defer cancel()
 		}
 		start := time.Now()
-		c.deleteErr = deleteByLabels(ctx, c.docker, map[string]string{LabelCluster: c.name})
+		c.deleteErr = c.docker.RemoveLabelled(ctx, map[string]string{LabelCluster: c.name})
+		if c.ownsWorkDir {
+			c.deleteErr = errors.Join(c.deleteErr, os.RemoveAll(c.workDir))
+		}
 		if c.deleteErr == nil {
 			c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
 		}
 		c.docker.Close()
 	})
 	return c.deleteErr
-}
-
-// deleteByLabels removes containers, then volumes, then networks carrying
-// every given label, in parallel within each kind, and reports all
-// failures together.
-func deleteByLabels(ctx context.Context, dc *docker.Client, labels map[string]string) error {
-	var errs []error
-	containers, err := dc.ListContainers(ctx, labels)
-	if err != nil {
-		return err
-	}
-	errs = append(errs, parallel(len(containers), func(i int) error {
-		return dc.RemoveContainer(ctx, containers[i].ID)
-	}))
-	volumes, err := dc.ListVolumes(ctx, labels)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	errs = append(errs, parallel(len(volumes), func(i int) error {
-		return dc.RemoveVolume(ctx, volumes[i].Name)
-	}))
-	networks, err := dc.ListNetworks(ctx, labels)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	for _, n := range networks {
-		errs = append(errs, dc.RemoveNetwork(ctx, n.ID))
-	}
-	return errors.Join(errs...)
 }
 
 // parallel runs fn for 0..n-1 at once and joins the errors.

@@ -172,6 +172,11 @@ cat /proc/sys/kernel/random/uuid | tr -d - > /etc/machine-id
 // system running (or degraded: a unit failed, which diagnostics will show
 // if it matters).
 func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
+	if c.cfg.kubernetes {
+		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
+			return c.nodeError(n, "set up node network", err)
+		}
+	}
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)
 	}

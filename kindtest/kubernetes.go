@@ -1,8 +1,303 @@
 package kindtest
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
 
-// setupKubernetes turns booted nodes into a Kubernetes cluster.
+// nodeNetworkScript prepares node i's networking before it boots: the
+// iptables flavour the engine used, cluster DNS that does not loop, the pod
+// bridge configuration, masquerading for traffic leaving the pod network,
+// and routes to the other nodes' pod ranges.
+func nodeNetworkScript(c *Cluster, n *Node) string {
+	var routes strings.Builder
+	for _, o := range c.nodes {
+		if o != n {
+			fmt.Fprintf(&routes, "ip route replace %s via %s\n", nodePodSubnet(o.index), o.ip)
+		}
+	}
+	return fmt.Sprintf(`set -eu
+# Use the iptables flavour (legacy or nft) that holds the engine's rules, so
+# that kube-proxy's rules and the engine's live in the same tables.
+legacy=$(iptables-legacy-save 2>/dev/null | grep -c '^-' || true)
+nft=$(iptables-nft-save 2>/dev/null | grep -c '^-' || true)
+if [ "$legacy" -gt "$nft" ]; then mode=legacy; else mode=nft; fi
+update-alternatives --set iptables /usr/sbin/iptables-$mode >/dev/null
+update-alternatives --set ip6tables /usr/sbin/ip6tables-$mode >/dev/null
+
+# The engine's DNS server answers on 127.0.0.11 only inside this network
+# namespace: pods (CoreDNS among them) would query themselves. Serve it on
+# the network gateway's address instead, also for traffic from pods.
+gw=$(ip -4 route show default | cut -d' ' -f3)
+sysctl -qw net.ipv4.conf.all.route_localnet=1
+iptables-save \
+  | sed -e "s/-d 127.0.0.11/-d $gw/g" \
+        -e 's/-A OUTPUT \(.*\) -j DOCKER_OUTPUT/&\n-A PREROUTING \1 -j DOCKER_OUTPUT/' \
+        -e "s/--to-source :53/--to-source $gw:53/g" \
+  | iptables-restore
+sed -e "s/127.0.0.11/$gw/" /etc/resolv.conf > /tmp/resolv.conf
+cat /tmp/resolv.conf > /etc/resolv.conf
+
+mkdir -p /etc/cni/net.d
+cat > /etc/cni/net.d/10-kindtest.conflist <<'CNI'
+%sCNI
+iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
+%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes.String())
+}
+
+// setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm
+// init on the control plane, kubeadm join on the workers in parallel, then
+// waits until the cluster is really ready.
 func (c *Cluster) setupKubernetes(ctx context.Context) error {
+	cp := c.ControlPlane()
+	token := newBootstrapToken()
+	if err := c.phase("init", func() error {
+		cfg := kubeadmInitConfig(c.name, cp, token, len(c.nodes) == 1)
+		return c.kubeadm(ctx, cp, cfg, "init", "--skip-token-print", "--skip-certificate-key-print")
+	}); err != nil {
+		return err
+	}
+	if err := c.phase("kubeconfig", func() error { return c.fetchKubeconfig(ctx) }); err != nil {
+		return err
+	}
+	if len(c.nodes) > 1 {
+		if err := c.phase("join", func() error {
+			return parallel(len(c.nodes)-1, func(i int) error {
+				n := c.nodes[i+1]
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, token), "join")
+			})
+		}); err != nil {
+			return err
+		}
+	}
+	return c.phase("ready", func() error { return c.waitReady(ctx) })
+}
+
+// kubeadm writes cfg to the node and runs kubeadm with it.
+func (c *Cluster) kubeadm(ctx context.Context, n *Node, cfg string, args ...string) error {
+	write := "mkdir -p " + filepath.Dir(kubeadmConfigPath) + " && cat > " + kubeadmConfigPath
+	if _, err := n.ExecInput(ctx, strings.NewReader(cfg), "sh", "-c", write); err != nil {
+		return c.nodeError(n, "write kubeadm config", err)
+	}
+	cmd := append([]string{"kubeadm"}, args...)
+	cmd = append(cmd, "--config", kubeadmConfigPath)
+	res, err := n.Exec(ctx, cmd...)
+	// Kept for log export whatever the outcome.
+	_, _ = n.ExecInput(context.WithoutCancel(ctx), strings.NewReader(res.Stdout+res.Stderr), "sh", "-c", "cat > /etc/kindtest/kubeadm-"+args[0]+".log")
+	if err != nil {
+		return &NodeError{Node: n.name, Step: "kubeadm " + args[0], Err: err, Diagnostics: c.kubeletDiagnostics(n)}
+	}
 	return nil
+}
+
+// kubeletDiagnostics is what a failed kubeadm step needs shown: the
+// kubelet's last words and the containers the runtime ran.
+func (c *Cluster) kubeletDiagnostics(n *Node) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if out, err := n.sh(ctx, "journalctl -u kubelet --no-pager -n 25 -o cat"); err == nil && out != "" {
+		fmt.Fprintf(&b, "kubelet journal on %s (last lines):\n%s", n.name, indent(out))
+	}
+	if out, err := n.sh(ctx, "ctr -n k8s.io containers ls 2>&1 | tail -n 20"); err == nil && out != "" {
+		fmt.Fprintf(&b, "containers on %s:\n%s", n.name, indent(out))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// fetchKubeconfig reads the admin kubeconfig from the control plane,
+// points it at the API server's published host port and writes it to the
+// cluster's work directory.
+func (c *Cluster) fetchKubeconfig(ctx context.Context) error {
+	cp := c.ControlPlane()
+	raw, err := cp.run(ctx, "cat", adminKubeconfig)
+	if err != nil {
+		return c.nodeError(cp, "read admin kubeconfig", err)
+	}
+	kc, err := rewriteServer([]byte(raw), c.apiServer)
+	if err != nil {
+		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
+	}
+	c.kubeconfig = kc
+	if c.workDir == "" {
+		dir, err := os.MkdirTemp("", "kindtest-"+c.name+"-")
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", c.name, err)
+		}
+		c.workDir, c.ownsWorkDir = dir, true
+	}
+	c.kubeconfigPath = filepath.Join(c.workDir, "kubeconfig")
+	if err := os.WriteFile(c.kubeconfigPath, kc, 0o600); err != nil {
+		return fmt.Errorf("cluster %s: write kubeconfig: %w", c.name, err)
+	}
+	return nil
+}
+
+// Kubeconfig returns an admin kubeconfig for the cluster whose server is
+// the API server's address on the host (127.0.0.1 and a port the engine
+// chose).
+func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
+
+// KubeconfigPath returns the path of a file holding Kubeconfig: in the
+// test's temporary directory for Start, in a temporary directory removed by
+// Delete for New. ~/.kube/config is never touched.
+func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
+
+// APIServer returns the API server's URL on the host.
+func (c *Cluster) APIServer() string { return c.apiServer }
+
+// waitReady waits until the API server answers ready, every node is Ready,
+// the default service account exists and CoreDNS is ready. On timeout it
+// says which condition failed and what the cluster showed then.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.name, err)
+	}
+	defer api.close()
+	pending := "API server ready"
+	var detail string
+	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		pending, detail = c.notReady(ctx, api)
+		return pending == "", nil
+	})
+	if err != nil {
+		var b strings.Builder
+		fmt.Fprintf(&b, "cluster %s: not ready: waiting for %s", c.name, pending)
+		if detail != "" {
+			fmt.Fprintf(&b, ": %s", detail)
+		}
+		if d := c.podDiagnostics(api); d != "" {
+			fmt.Fprintf(&b, "\n%s", d)
+		}
+		for _, n := range c.nodes {
+			if d := c.kubeletDiagnostics(n); d != "" {
+				fmt.Fprintf(&b, "\n%s", d)
+			}
+		}
+		return fmt.Errorf("%s: %w", b.String(), err)
+	}
+	return nil
+}
+
+// notReady returns the first readiness condition not yet met, and why, or
+// "" when the cluster is ready.
+func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string) {
+	if err := api.get(ctx, "/readyz", nil); err != nil {
+		return "API server ready", err.Error()
+	}
+	var nodes nodeList
+	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
+		return "nodes Ready", err.Error()
+	}
+	ready := map[string]bool{}
+	for _, item := range nodes.Items {
+		for _, cond := range item.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				ready[item.Metadata.Name] = true
+			}
+		}
+	}
+	var missing []string
+	for _, n := range c.nodes {
+		if !ready[n.name] {
+			missing = append(missing, n.name)
+		}
+	}
+	if len(missing) > 0 {
+		return "nodes Ready", "not Ready: " + strings.Join(missing, ", ")
+	}
+	if err := api.get(ctx, "/api/v1/namespaces/default/serviceaccounts/default", nil); err != nil {
+		return "default service account", err.Error()
+	}
+	var dns deployment
+	if err := api.get(ctx, "/apis/apps/v1/namespaces/kube-system/deployments/coredns", &dns); err != nil {
+		return "CoreDNS ready", err.Error()
+	}
+	want := 1
+	if dns.Spec.Replicas != nil {
+		want = *dns.Spec.Replicas
+	}
+	if dns.Status.ReadyReplicas < want || dns.Status.UpdatedReplicas < want {
+		return "CoreDNS ready", fmt.Sprintf("%d of %d replicas ready", dns.Status.ReadyReplicas, want)
+	}
+	return "", ""
+}
+
+// podDiagnostics lists the pods that are not ready, with the reasons their
+// containers give.
+func (c *Cluster) podDiagnostics(api *apiClient) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var pods podList
+	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
+		return "pods: " + err.Error()
+	}
+	var lines []string
+	for _, p := range pods.Items {
+		ready := false
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				ready = true
+			}
+		}
+		if ready || p.Status.Phase == "Succeeded" {
+			continue
+		}
+		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			for state, s := range cs.State {
+				if s.Reason != "" || s.Message != "" {
+					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
+				}
+			}
+		}
+		lines = append(lines, "    "+line)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	sort.Strings(lines)
+	return "pods not ready:\n" + strings.Join(lines, "\n")
+}
+
+// Kubectl runs kubectl inside the control-plane node with the admin
+// kubeconfig, so the host needs no kubectl. A non-zero exit is an
+// *ExitError.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (ExecResult, error) {
+	return c.KubectlInput(ctx, nil, args...)
+}
+
+// KubectlInput is Kubectl with stdin, as in `kubectl apply -f -`.
+func (c *Cluster) KubectlInput(ctx context.Context, stdin io.Reader, args ...string) (ExecResult, error) {
+	if !c.cfg.kubernetes {
+		return ExecResult{}, errors.New("kubectl: cluster " + c.name + " was made WithoutKubernetes")
+	}
+	cmd := append([]string{"kubectl", "--kubeconfig", adminKubeconfig}, args...)
+	return c.ControlPlane().ExecInput(ctx, stdin, cmd...)
+}
+
+// Apply applies manifests (YAML or JSON, several documents allowed) with
+// kubectl apply.
+func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
+	_, err := c.KubectlInput(ctx, strings.NewReader(string(manifests)), "apply", "-f", "-")
+	return err
+}
+
+// PodExec runs cmd in a container of a pod (the first container when
+// container is "") through kubectl exec.
+func (c *Cluster) PodExec(ctx context.Context, namespace, pod, container string, cmd ...string) (ExecResult, error) {
+	args := []string{"exec", "-n", namespace, pod}
+	if container != "" {
+		args = append(args, "-c", container)
+	}
+	args = append(args, "--")
+	return c.Kubectl(ctx, append(args, cmd...)...)
 }

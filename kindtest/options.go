@@ -6,12 +6,14 @@ import (
 	"os"
 	"regexp"
 	"time"
+
+	"github.com/kindtest/kindtest/images"
 )
 
 // DefaultImage is the node image clusters use unless WithImage says
 // otherwise. Build it with `go run ./cmd/kindtest build` in a kindtest
 // checkout.
-const DefaultImage = "kindtest/node:v1.37.2"
+const DefaultImage = images.DefaultNodeImage
 
 // Logger receives progress lines. *testing.T's Logf, log.Printf and
 // fmt.Printf-like functions fit through LoggerFunc.

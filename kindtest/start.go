@@ -46,8 +46,9 @@ func Start(t TB, opts ...Option) *Cluster {
 		t.Fatalf("%v", err)
 	}
 	t.Cleanup(func() { c.finish(t) })
+	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {
-		c.cfg.artifactsDir = t.TempDir()
+		c.cfg.artifactsDir = c.workDir
 	}
 	if err := c.create(ctx); err != nil {
 		t.Fatalf("%v", err)

@@ -274,3 +274,13 @@ func labelFilter(labels map[string]string) filters.Args {
 	}
 	return args
 }
+
+// InspectContainerJSON returns the engine's full description of a
+// container, as JSON, for diagnostics.
+func (c *Client) InspectContainerJSON(ctx context.Context, id string) ([]byte, error) {
+	_, raw, err := c.api.ContainerInspectWithRaw(ctx, id, false)
+	if err != nil {
+		return nil, fmt.Errorf("inspect container %s: %w", id, err)
+	}
+	return raw, nil
+}

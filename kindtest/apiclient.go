@@ -1,0 +1,182 @@
+package kindtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// apiClient is the little of a Kubernetes client that readiness checks
+// need: authenticated GETs decoded from JSON. Keeping it this small keeps
+// client-go out of the library's dependencies.
+type apiClient struct {
+	server string
+	http   *http.Client
+}
+
+// kubeconfigFields pulls the server and the base64 credentials out of a
+// kubeadm-written kubeconfig, which holds exactly one cluster and user.
+func kubeconfigFields(kubeconfig []byte) (map[string]string, error) {
+	want := map[string]bool{"server": true, "certificate-authority-data": true, "client-certificate-data": true, "client-key-data": true}
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(string(kubeconfig)))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
+		if ok && want[k] {
+			out[k] = strings.TrimSpace(v)
+		}
+	}
+	for k := range want {
+		if out[k] == "" {
+			return nil, fmt.Errorf("kubeconfig has no %s", k)
+		}
+	}
+	return out, nil
+}
+
+// rewriteServer points a kubeconfig at another API server address.
+func rewriteServer(kubeconfig []byte, server string) ([]byte, error) {
+	f, err := kubeconfigFields(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return []byte(strings.Replace(string(kubeconfig), "server: "+f["server"], "server: "+server, 1)), nil
+}
+
+func newAPIClient(kubeconfig []byte) (*apiClient, error) {
+	f, err := kubeconfigFields(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	decode := func(k string) ([]byte, error) {
+		b, err := base64.StdEncoding.DecodeString(f[k])
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+		}
+		return b, nil
+	}
+	ca, err := decode("certificate-authority-data")
+	if err != nil {
+		return nil, err
+	}
+	crt, err := decode("client-certificate-data")
+	if err != nil {
+		return nil, err
+	}
+	key, err := decode("client-key-data")
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(crt, key)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig client certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, errors.New("kubeconfig certificate authority: no certificate")
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}
+	return &apiClient{server: f["server"], http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}, nil
+}
+
+// statusError is a non-2xx answer from the API server.
+type statusError struct {
+	path string
+	code int
+	body string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("GET %s: %d: %s", e.path, e.code, strings.TrimSpace(e.body))
+}
+
+// get fetches path and decodes the JSON answer into out (when non-nil).
+func (a *apiClient) get(ctx context.Context, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.server+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &statusError{path: path, code: resp.StatusCode, body: tail(string(body), 512)}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(body, out)
+}
+
+func (a *apiClient) close() { a.http.CloseIdleConnections() }
+
+type condition struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+type nodeList struct {
+	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Status struct {
+			Conditions []condition `json:"conditions"`
+			NodeInfo   struct {
+				KubeletVersion string `json:"kubeletVersion"`
+			} `json:"nodeInfo"`
+		} `json:"status"`
+	} `json:"items"`
+}
+
+type deployment struct {
+	Spec struct {
+		Replicas *int `json:"replicas"`
+	} `json:"spec"`
+	Status struct {
+		ReadyReplicas   int `json:"readyReplicas"`
+		UpdatedReplicas int `json:"updatedReplicas"`
+	} `json:"status"`
+}
+
+type podList struct {
+	Items []struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			NodeName string `json:"nodeName"`
+		} `json:"spec"`
+		Status struct {
+			Phase             string      `json:"phase"`
+			Conditions        []condition `json:"conditions"`
+			ContainerStatuses []struct {
+				Name  string `json:"name"`
+				Ready bool   `json:"ready"`
+				State map[string]struct {
+					Reason  string `json:"reason"`
+					Message string `json:"message"`
+				} `json:"state"`
+			} `json:"containerStatuses"`
+		} `json:"status"`
+	} `json:"items"`
+}

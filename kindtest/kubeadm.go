@@ -1,0 +1,172 @@
+package kindtest
+
+import (
+	"crypto/rand"
+	"fmt"
+	"strings"
+
+	"github.com/kindtest/kindtest/images"
+)
+
+// Cluster-wide address ranges. They stay clear of the engine's default
+// address pools (172.17.0.0/12 and 192.168.0.0/16).
+const (
+	podSubnet     = "10.244.0.0/16"
+	serviceSubnet = "10.96.0.0/16"
+	dnsDomain     = "cluster.local"
+	// KubernetesVersion is the version the default node image carries.
+	KubernetesVersion = images.DefaultKubernetesVersion
+	criSocket         = "unix:///run/containerd/containerd.sock"
+	kubeadmConfigPath = "/etc/kindtest/kubeadm.yaml"
+	adminKubeconfig   = "/etc/kubernetes/admin.conf"
+)
+
+// nodePodSubnet is the pod range of node i. Each node owns a fixed /24, so
+// the pod network is known before any node boots and needs no controller.
+func nodePodSubnet(i int) string { return fmt.Sprintf("10.244.%d.0/24", i) }
+
+// newBootstrapToken makes a kubeadm bootstrap token, [a-z0-9]{6}.[a-z0-9]{16}.
+func newBootstrapToken() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 22)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b[:6]) + "." + string(b[6:])
+}
+
+// kubeadmInitConfig is the control plane's kubeadm configuration: init,
+// cluster, kubelet and kube-proxy documents, tuned for a throwaway test
+// cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
+// the node may not set).
+func kubeadmInitConfig(cluster string, cp *Node, token string, singleNode bool) string {
+	taints := ""
+	if singleNode {
+		// An empty list, unlike none, tells kubeadm not to taint the
+		// control plane: a single node must run workloads.
+		taints = "\n  taints: []"
+	}
+	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens:
+- token: %[1]q
+  ttl: 2h0m0s
+localAPIEndpoint:
+  advertiseAddress: %[2]s
+  bindPort: %[3]d
+skipPhases:
+- preflight
+nodeRegistration:
+%[4]s%[5]s
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: %[6]s
+kubernetesVersion: %[7]s
+controlPlaneEndpoint: %[2]s:%[3]d
+networking:
+  podSubnet: %[8]s
+  serviceSubnet: %[9]s
+  dnsDomain: %[10]s
+apiServer:
+  certSANs:
+  - 127.0.0.1
+  - localhost
+  - %[2]s
+  - %[11]s
+controllerManager:
+  extraArgs:
+  # Each node's pod range is fixed by kindtest (see nodePodSubnet).
+  - name: allocate-node-cidrs
+    value: "false"
+---
+%[12]s---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+clusterCIDR: %[8]s
+conntrack:
+  # Zero leaves the host's conntrack table size alone.
+  maxPerCore: 0
+iptables:
+  minSyncPeriod: 1s
+`, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, KubernetesVersion,
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig())
+}
+
+// kubeadmJoinConfig is a worker's kubeadm configuration.
+func kubeadmJoinConfig(cp, n *Node, token string) string {
+	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: JoinConfiguration
+skipPhases:
+- preflight
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: %s:%d
+    token: %q
+    # The cluster and its network live only as long as the test.
+    unsafeSkipCAVerification: true
+nodeRegistration:
+%s
+---
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeletConfig())
+}
+
+func nodeRegistration(n *Node) string {
+	return strings.TrimRight(fmt.Sprintf(`  name: %s
+  criSocket: %s
+  imagePullPolicy: Never
+  ignorePreflightErrors:
+  - all
+  kubeletExtraArgs:
+  - name: node-ip
+    value: %s
+  - name: node-labels
+    value: %s=%s
+`, n.name, criSocket, n.ip, "kindtest.dev/node-index", fmt.Sprint(n.index)), "\n")
+}
+
+func kubeletConfig() string {
+	return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+# Hosts with cgroup v1 (still common on CI runners) are allowed.
+failCgroupV1: false
+failSwapOn: false
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+evictionHard:
+  imagefs.available: "0%"
+  nodefs.available: "0%"
+  nodefs.inodesFree: "0%"
+`
+}
+
+// cniConfig is node i's pod network: a bridge on the node's own /24.
+// Routes to the other nodes' ranges are added by kindtest; masquerading of
+// traffic leaving the pod network is one iptables rule per node.
+func cniConfig(i int) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "kindtest",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "kt0",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": %q}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, nodePodSubnet(i))
+}

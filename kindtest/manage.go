@@ -1,0 +1,230 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// ClusterInfo describes a cluster found on the engine by its labels.
+type ClusterInfo struct {
+	Name    string
+	Session string
+	Owner   Owner
+	// OwnerAlive is false when the owning process is known to be gone.
+	OwnerAlive bool
+	Created    time.Time
+	Nodes      int
+	Keep       string
+}
+
+// List returns the clusters on the engine, oldest first.
+func List(ctx context.Context) ([]ClusterInfo, error) {
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer dc.Close()
+	return list(ctx, dc)
+}
+
+func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
+	byName := map[string]*ClusterInfo{}
+	record := func(l map[string]string, isNode bool) {
+		name := l[LabelCluster]
+		ci := byName[name]
+		if ci == nil {
+			created, _ := time.Parse(time.RFC3339, l[LabelCreated])
+			owner := ownerFromLabels(l)
+			ci = &ClusterInfo{Name: name, Session: l[LabelSession], Owner: owner, OwnerAlive: ownerAlive(owner), Created: created, Keep: l[LabelKeep]}
+			byName[name] = ci
+		}
+		if isNode {
+			ci.Nodes++
+		}
+	}
+	sel := map[string]string{LabelCluster: ""}
+	cs, err := dc.ListContainers(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		record(c.Labels, true)
+	}
+	// A cluster whose creation stopped early may have only a network or
+	// volumes left.
+	vs, err := dc.ListVolumes(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vs {
+		record(v.Labels, false)
+	}
+	ns, err := dc.ListNetworks(ctx, sel)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range ns {
+		record(n.Labels, false)
+	}
+	out := make([]ClusterInfo, 0, len(byName))
+	for _, ci := range byName {
+		out = append(out, *ci)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Created.Equal(out[j].Created) {
+			return out[i].Created.Before(out[j].Created)
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out, nil
+}
+
+// DeleteCluster removes every resource labelled with the cluster's name. A
+// cluster that does not exist is an error, so that a typo is noticed.
+func DeleteCluster(ctx context.Context, name string) error {
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	all, err := list(ctx, dc)
+	if err != nil {
+		return err
+	}
+	for _, ci := range all {
+		if ci.Name == name {
+			return dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
+		}
+	}
+	return fmt.Errorf("delete cluster %s: no such cluster (see `kindtest list`)", name)
+}
+
+// PruneScope says which clusters Prune removes.
+type PruneScope int
+
+const (
+	// PruneOrphans removes clusters whose owning process is gone and that
+	// are not marked to be kept.
+	PruneOrphans PruneScope = iota
+	// PruneAll removes every kindtest cluster on the engine.
+	PruneAll
+)
+
+// Prune removes clusters and returns the names of those it removed.
+func Prune(ctx context.Context, scope PruneScope) ([]string, error) {
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer dc.Close()
+	return prune(ctx, dc, scope)
+}
+
+func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, error) {
+	all, err := list(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	var errs []error
+	for _, ci := range all {
+		if scope == PruneOrphans && (ci.OwnerAlive || ci.Keep == KeepAlways.String() || ci.Keep == KeepOnFailure.String()) {
+			continue
+		}
+		if err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: ci.Name}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names = append(names, ci.Name)
+	}
+	return names, errors.Join(errs...)
+}
+
+var sweepOnce sync.Once
+
+// sweepOrphans removes, once per process, clusters left by test processes
+// that died before they could clean up (a SIGKILL, a crash): the next
+// Start on the host finds and removes them.
+func sweepOrphans(ctx context.Context, dc *docker.Client, log Logger) {
+	sweepOnce.Do(func() {
+		names, err := prune(ctx, dc, PruneOrphans)
+		if len(names) > 0 {
+			log.Printf("kindtest: removed %d cluster(s) left by processes that are gone: %v", len(names), names)
+		}
+		if err != nil {
+			log.Printf("kindtest: removing clusters left by processes that are gone: %v", err)
+		}
+	})
+}
+
+// Attach returns a handle on an existing cluster, made by this process or
+// another one: for example the cluster that Ginkgo's first parallel process
+// created in SynchronizedBeforeSuite. Deleting an attached cluster removes
+// it for everyone.
+func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
+	c, err := attach(ctx, dc, cfg, name)
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func attach(ctx context.Context, dc *docker.Client, cfg *config, name string) (*Cluster, error) {
+	cs, err := dc.ListContainers(ctx, map[string]string{LabelCluster: name})
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
+	}
+	c := &Cluster{name: name, cfg: cfg, docker: dc, log: cfg.logger, nodes: make([]*Node, len(cs))}
+	for _, ct := range cs {
+		i, err := strconv.Atoi(ct.Labels[LabelNodeIndex])
+		if err != nil || i < 0 || i >= len(cs) || c.nodes[i] != nil {
+			return nil, fmt.Errorf("kindtest: attach %s: node %s has a bad %s label %q", name, ct.Name, LabelNodeIndex, ct.Labels[LabelNodeIndex])
+		}
+		info, err := dc.InspectContainer(ctx, ct.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !info.Running {
+			return nil, fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
+		}
+		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], gateway: info.Gateways[name], docker: dc}
+		if i == 0 {
+			c.labels = map[string]string{}
+			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep} {
+				c.labels[k] = ct.Labels[k]
+			}
+			c.created, _ = time.Parse(time.RFC3339, ct.Labels[LabelCreated])
+			c.cfg.image = info.Image
+			c.apiServer = "https://" + info.Ports[fmt.Sprintf("%d/tcp", apiServerPort)]
+		}
+	}
+	c.cfg.workers = len(cs) - 1
+	// A cluster made WithoutKubernetes has no admin kubeconfig.
+	if _, err := c.ControlPlane().run(ctx, "test", "-f", adminKubeconfig); err != nil {
+		c.cfg.kubernetes = false
+		return c, nil
+	}
+	if err := c.fetchKubeconfig(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,100 @@
+package kindtest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/reaper"
+)
+
+// ReaperImage is the image of the reaper container that removes a test
+// process's clusters after the process is gone, even after a SIGKILL. It is
+// built with the node image by `go run ./cmd/kindtest build`.
+const ReaperImage = images.ReaperImage
+
+// LabelReaper marks reaper containers.
+const LabelReaper = "dev.kindtest.reaper"
+
+const reaperPort = 7770
+
+var (
+	reaperOnce sync.Once
+	reaperConn net.Conn // held open for the life of the process
+)
+
+// ensureReaper starts this process's reaper once and connects to it. The
+// connection is never closed by the process: its end, however the process
+// ends, is the reaper's signal. Without a reaper (no image, or an engine
+// not reached through a local socket) clusters of a killed process are
+// removed by the next Start's sweep instead; that is logged, not fatal.
+func ensureReaper(ctx context.Context, dc *docker.Client, log Logger) {
+	reaperOnce.Do(func() {
+		if err := startReaper(ctx, dc); err != nil {
+			log.Printf("kindtest: no reaper for this process (%v): should it be killed, its clusters are removed by the next Start or by `kindtest prune`", err)
+		}
+	})
+}
+
+func startReaper(ctx context.Context, dc *docker.Client) error {
+	socket, ok := strings.CutPrefix(dc.Host(), "unix://")
+	if !ok {
+		return fmt.Errorf("engine at %s is not a local socket", dc.Host())
+	}
+	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
+		return fmt.Errorf("image %s: %w", ReaperImage, err)
+	}
+	name := "kindtest-reaper-" + Session()
+	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
+		Name:  name,
+		Image: ReaperImage,
+		Labels: map[string]string{
+			LabelReaper:     "true",
+			LabelSession:    Session(),
+			LabelOwnerHost:  self().Host,
+			LabelOwnerPID:   fmt.Sprint(self().PID),
+			LabelOwnerStart: self().Start,
+		},
+		Cmd:        []string{"reaper", "--session", Session(), "--listen", fmt.Sprintf(":%d", reaperPort)},
+		Binds:      []string{socket + ":/var/run/docker.sock"},
+		Ports:      []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: reaperPort}},
+		AutoRemove: true,
+	})
+	if err != nil {
+		return err
+	}
+	if err := dc.StartContainer(ctx, id); err != nil {
+		_ = dc.RemoveContainer(context.WithoutCancel(ctx), id)
+		return err
+	}
+	info, err := dc.InspectContainer(ctx, id)
+	if err != nil {
+		return err
+	}
+	addr := info.Ports[fmt.Sprintf("%d/tcp", reaperPort)]
+	// The engine's port proxy accepts before the reaper listens; only the
+	// reaper's greeting proves the connection reached it.
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return waitFor(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false, nil
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || line != reaper.Ready {
+			conn.Close()
+			return false, nil
+		}
+		_ = conn.SetReadDeadline(time.Time{})
+		reaperConn = conn
+		return true, nil
+	})
+}
