@@ -148,7 +148,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("workers: %d is negative: use 0 for a single control-plane node", c.workers))
 	}
 	if c.workers > maxWorkers {
-		errs = append(errs, fmt.Errorf("workers: %d is more than %d: each worker is a full node container", c.workers, maxWorkers))
+		errs = append(errs, fmt.Errorf("workers: %d: at most %d are allowed, each worker being a full node container", c.workers, maxWorkers))
 	}
 	if c.image == "" {
 		errs = append(errs, errors.New("image: empty: leave WithImage out to use "+DefaultImage))

@@ -1,0 +1,336 @@
+package kindtest_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+func TestBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  kindtest.Option
+		want string
+	}{
+		{"negative workers", kindtest.WithWorkers(-1), "negative"},
+		{"absurd workers", kindtest.WithWorkers(500), "at most 16"},
+		{"prefix characters", kindtest.WithNamePrefix("My_Tests"), "lowercase letters"},
+		{"prefix length", kindtest.WithNamePrefix(strings.Repeat("a", 40)), "at most 20"},
+		{"prefix ends with dash", kindtest.WithNamePrefix("kt-"), "not ending with '-'"},
+		{"empty image", kindtest.WithImage(""), "image: empty"},
+		{"nil logger", kindtest.WithLogger(nil), "logger: nil"},
+		{"zero timeout", kindtest.WithCreateTimeout(0), "must be positive"},
+		{"bad keep", kindtest.WithKeep(kindtest.KeepPolicy(9)), "keep policy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Options are checked before the engine is asked anything, so
+			// this needs no engine.
+			t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+			_, err := kindtest.New(context.Background(), tc.opt)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.want)
+			}
+			if errors.Is(err, kindtest.ErrDockerUnavailable) {
+				t.Errorf("bad options reported as a missing engine: %v", err)
+			}
+		})
+	}
+	t.Run("several at once", func(t *testing.T) {
+		_, err := kindtest.New(context.Background(), kindtest.WithWorkers(-2), kindtest.WithNamePrefix("X"))
+		if err == nil || !strings.Contains(err.Error(), "negative") || !strings.Contains(err.Error(), "prefix") {
+			t.Fatalf("got %v, want both problems reported", err)
+		}
+	})
+	t.Run("KINDTEST_KEEP", func(t *testing.T) {
+		t.Setenv("KINDTEST_KEEP", "sometimes")
+		_, err := kindtest.New(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "KINDTEST_KEEP") {
+			t.Fatalf("got %v, want an error naming KINDTEST_KEEP", err)
+		}
+	})
+}
+
+func TestNoEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	_, err := kindtest.New(context.Background())
+	if !errors.Is(err, kindtest.ErrDockerUnavailable) {
+		t.Fatalf("got %v, want ErrDockerUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "DOCKER_HOST") {
+		t.Errorf("error %q does not say what to do", err)
+	}
+}
+
+func TestMissingImage(t *testing.T) {
+	engine(t)
+	before := clusterNames(t)
+	_, err := kindtest.New(context.Background(), kindtest.WithImage("kindtest/no-such-node:v0"))
+	if err == nil || !strings.Contains(err.Error(), "kindtest/no-such-node:v0") || !strings.Contains(err.Error(), "cmd/kindtest build") {
+		t.Fatalf("got %v, want an error naming the image and how to build one", err)
+	}
+	if after := clusterNames(t); len(after) > len(before) {
+		t.Errorf("clusters before %v, after %v", before, after)
+	}
+}
+
+func clusterNames(t *testing.T) map[string]bool {
+	t.Helper()
+	cs, err := kindtest.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, c := range cs {
+		out[c.Name] = true
+	}
+	return out
+}
+
+// phaseHook is a logger that runs fn once when a line contains marker.
+type phaseHook struct {
+	t      *testing.T
+	marker string
+	fn     func(line string)
+	once   sync.Once
+	name   string
+}
+
+func (h *phaseHook) Printf(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	h.t.Log(line)
+	if after, ok := strings.CutPrefix(line, "kindtest: creating cluster "); ok {
+		h.name = strings.Fields(after)[0]
+	}
+	if strings.Contains(line, h.marker) {
+		h.once.Do(func() { h.fn(line) })
+	}
+}
+
+func TestCancelAtEachPhase(t *testing.T) {
+	dc := engine(t)
+	img := nodeImage(t, dc)
+	for _, phase := range []string{"creating cluster", "network done", "containers done", "boot done", "init done", "join done"} {
+		t.Run(phase, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hook := &phaseHook{t: t, marker: phase, fn: func(string) { cancel() }}
+			c, err := kindtest.New(ctx, kindtest.WithImage(img), kindtest.WithWorkers(1), kindtest.WithLogger(hook))
+			if err == nil {
+				c.Delete(context.Background())
+				t.Fatal("creation went on after its context was cancelled")
+			}
+			if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cancelled") {
+				t.Errorf("error %v does not say creation was cancelled", err)
+			}
+			if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: hook.name}); n != 0 {
+				t.Errorf("%d resources left after cancelling at %q", n, phase)
+			}
+		})
+	}
+}
+
+func TestNodeKilledDuringCreate(t *testing.T) {
+	dc := engine(t)
+	img := nodeImage(t, dc)
+	var hook *phaseHook
+	hook = &phaseHook{t: t, marker: "containers done", fn: func(string) {
+		if err := dc.KillContainer(context.Background(), hook.name+"-worker", "SIGKILL"); err != nil {
+			t.Error(err)
+		}
+	}}
+	_, err := kindtest.New(context.Background(), kindtest.WithImage(img), kindtest.WithWorkers(1), kindtest.WithoutKubernetes(), kindtest.WithLogger(hook))
+	var ne *kindtest.NodeError
+	if !errors.As(err, &ne) || ne.Node != hook.name+"-worker" {
+		t.Fatalf("got %v, want a NodeError for the killed worker", err)
+	}
+	t.Logf("error: %v", err)
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: hook.name}); n != 0 {
+		t.Errorf("%d resources left", n)
+	}
+}
+
+func TestDeleteTwiceAndCycles(t *testing.T) {
+	dc := engine(t)
+	img := nodeImage(t, dc)
+	ctx := context.Background()
+	for i := range 10 {
+		c, err := kindtest.New(ctx, kindtest.WithImage(img), kindtest.WithoutKubernetes())
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if err := c.Delete(ctx); err != nil {
+			t.Fatalf("cycle %d: delete: %v", i, err)
+		}
+		if err := c.Delete(ctx); err != nil {
+			t.Errorf("cycle %d: second delete: %v", i, err)
+		}
+		if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: c.Name()}); n != 0 {
+			t.Fatalf("cycle %d: %d resources left", i, n)
+		}
+	}
+	if err := kindtest.DeleteCluster(ctx, "kt-nonexistent"); err == nil || !strings.Contains(err.Error(), "no such cluster") {
+		t.Errorf("deleting an unknown cluster: %v", err)
+	}
+}
+
+// runChild starts this test binary as a child test process that creates a
+// cluster under the given session, and returns it with a channel of its
+// output lines.
+func runChild(t *testing.T, session string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=create", "KINDTEST_SESSION="+session)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			t.Log("child: " + sc.Text())
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return cmd, lines
+}
+
+func waitLine(t *testing.T, lines <-chan string, marker string) {
+	t.Helper()
+	timeout := time.After(3 * time.Minute)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("child ended before printing %q", marker)
+			}
+			if strings.Contains(l, marker) {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("child did not print %q", marker)
+		}
+	}
+}
+
+func TestKilledProcessLeavesNothing(t *testing.T) {
+	dc := engine(t)
+	if _, err := dc.InspectImage(context.Background(), kindtest.ReaperImage); err != nil {
+		t.Fatalf("reaper image: %v (build it with `go run ./cmd/kindtest build`)", err)
+	}
+	nodeImage(t, dc)
+	session := fmt.Sprintf("killtest%d", time.Now().UnixNano()%1e9)
+	cmd, lines := runChild(t, session)
+	// Mid-create: the containers exist, systemd has not booted.
+	waitLine(t, lines, "containers done")
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed := time.Now()
+	sel := map[string]string{kindtest.LabelSession: session, kindtest.LabelCluster: ""}
+	if leftovers(t, dc, sel) == 0 {
+		t.Fatal("nothing to reap: the child was killed too late to test the reaper")
+	}
+	for leftovers(t, dc, sel) > 0 {
+		if time.Since(killed) > 30*time.Second {
+			t.Fatalf("resources of the killed process still there after 30s")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Logf("everything removed %v after SIGKILL", time.Since(killed).Round(100*time.Millisecond))
+}
+
+func TestInterruptRemovesClusters(t *testing.T) {
+	dc := engine(t)
+	nodeImage(t, dc)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			session := fmt.Sprintf("sigtest%d", time.Now().UnixNano()%1e9)
+			cmd, lines := runChild(t, session)
+			waitLine(t, lines, "child: created")
+			if err := cmd.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Errorf("child exit: %v, want it ended by the signal", err)
+			}
+			// Checked as soon as the process has ended: removal happens
+			// before exit, not later by the reaper.
+			if n := leftovers(t, dc, map[string]string{kindtest.LabelSession: session, kindtest.LabelCluster: ""}); n != 0 {
+				t.Errorf("%d resources left when the interrupted process ended", n)
+			}
+		})
+	}
+}
+
+func TestPruneOrphans(t *testing.T) {
+	dc := engine(t)
+	ctx := context.Background()
+	// A process that has ended owns one network; this process owns another.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	mk := func(name string, pid int) {
+		labels := map[string]string{
+			kindtest.LabelCluster: name, kindtest.LabelSession: "prunetest",
+			kindtest.LabelOwnerHost: host, kindtest.LabelOwnerPID: fmt.Sprint(pid),
+			kindtest.LabelKeep: "never", kindtest.LabelCreated: time.Now().UTC().Format(time.RFC3339),
+		}
+		if _, err := dc.CreateNetwork(ctx, name, labels); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dc.RemoveLabelled(context.Background(), map[string]string{kindtest.LabelCluster: name}) })
+	}
+	orphan := fmt.Sprintf("prune-orphan-%d", time.Now().UnixNano()%1e6)
+	owned := fmt.Sprintf("prune-owned-%d", time.Now().UnixNano()%1e6)
+	mk(orphan, dead.Process.Pid)
+	mk(owned, os.Getpid())
+
+	list, err := kindtest.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ci := range list {
+		if ci.Name == orphan && ci.OwnerAlive {
+			t.Errorf("%s: owner %v reported alive", orphan, ci.Owner)
+		}
+		if ci.Name == owned && !ci.OwnerAlive {
+			t.Errorf("%s: owner %v reported gone", owned, ci.Owner)
+		}
+	}
+	removed, err := kindtest.Prune(ctx, kindtest.PruneOrphans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(removed, " ")
+	if !strings.Contains(got, orphan) || strings.Contains(got, owned) {
+		t.Errorf("pruned %v, want %s and not %s", removed, orphan, owned)
+	}
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: orphan}); n != 0 {
+		t.Errorf("orphan not removed")
+	}
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: owned}); n != 1 {
+		t.Errorf("owned network: %d left, want 1", n)
+	}
+}
