@@ -84,6 +84,15 @@ func (b *builder) preload(ctx context.Context) (err error) {
 		"--local", "--discard-unpacked-layers", "-"); err != nil {
 		return err
 	}
+	// The discarded layers go at containerd's next garbage collection, which
+	// is scheduled lazily; deleting a throwaway tag with --sync runs one now.
+	const gcTrigger = "kindtest.invalid/gc-trigger:latest"
+	if _, err := b.exec(ctx, loader, nil, "ctr", "--namespace", "k8s.io", "images", "tag", "--force", b.components[0], gcTrigger); err != nil {
+		return err
+	}
+	if _, err := b.exec(ctx, loader, nil, "ctr", "--namespace", "k8s.io", "images", "rm", "--sync", gcTrigger); err != nil {
+		return err
+	}
 	listed, err := b.exec(ctx, loader, nil, "ctr", "--namespace", "k8s.io", "images", "list", "--quiet")
 	if err != nil {
 		return err
@@ -121,10 +130,7 @@ func (b *builder) preload(ctx context.Context) (err error) {
 		return err
 	}
 	b.cfg.logger.Printf("  committed %s in %s", b.res.ContentImage, time.Since(start).Round(100*time.Millisecond))
-	if err := b.cli.TagImage(ctx, b.res.ContentImage, b.res.Image); err != nil {
-		return err
-	}
-	return b.cli.RemoveImage(ctx, b.buildRef())
+	return nil
 }
 
 // exec runs a command in a container and returns its stdout; a non-zero

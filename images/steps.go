@@ -47,7 +47,11 @@ func (b *builder) run(ctx context.Context) error {
 		}
 		b.cfg.logger.Printf("node image step %d/%d: %s done in %s", i+1, len(steps), s.name, time.Since(start).Round(100*time.Millisecond))
 	}
-	return nil
+	if err := b.cli.TagImage(ctx, b.res.ContentImage, b.res.Image); err != nil {
+		return err
+	}
+	// The committed image keeps the intermediate's layers; only the name goes.
+	return b.cli.RemoveImage(ctx, b.buildRef())
 }
 
 // command runs a program and returns an error that keeps the command and the
