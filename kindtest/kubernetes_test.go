@@ -1,0 +1,178 @@
+package kindtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+func TestKubernetes(t *testing.T) {
+	dc := engine(t)
+	echo, err := fixture.BuildEcho(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := fixture.Manifest("echo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, workers := range []int{0, 2} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			c := start(t, dc, kindtest.WithWorkers(workers))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+
+			t.Run("nodes", func(t *testing.T) {
+				res, err := c.Kubectl(ctx, "get", "nodes", "-o",
+					`jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+				if len(lines) != workers+1 {
+					t.Fatalf("nodes:\n%s\nwant %d", res.Stdout, workers+1)
+				}
+				for _, l := range lines {
+					f := strings.Fields(l)
+					if len(f) != 3 || f[1] != kindtest.KubernetesVersion || f[2] != "True" {
+						t.Errorf("node %q: want version %s and Ready", l, kindtest.KubernetesVersion)
+					}
+				}
+				res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "deployment", "coredns", "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}")
+				if err != nil || res.Stdout != "2/2" {
+					t.Errorf("CoreDNS ready replicas %q (%v), want 2/2", res.Stdout, err)
+				}
+			})
+
+			if err := c.LoadImage(ctx, echo); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range c.Nodes() {
+				if _, err := n.Exec(ctx, "ctr", "-n", "k8s.io", "images", "check", "name=="+dockerRef(echo)); err != nil {
+					t.Errorf("%s: echo image not loaded: %v", n.Name(), err)
+				}
+			}
+			if err := c.Apply(ctx, manifest); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Kubectl(ctx, "rollout", "status", "deployment/echo", "--timeout=3m"); err != nil {
+				t.Fatal(err)
+			}
+			pods := echoPods(ctx, t, c)
+
+			t.Run("spread", func(t *testing.T) {
+				nodes := map[string]bool{}
+				for _, p := range pods {
+					nodes[p.node] = true
+				}
+				want := 1
+				if workers > 0 {
+					want = workers // the control plane keeps its taint
+				}
+				if len(nodes) != want {
+					t.Errorf("3 replicas on %d node(s) %v, want %d", len(nodes), nodes, want)
+				}
+			})
+
+			t.Run("pod to pod", func(t *testing.T) {
+				from := pods[0]
+				for _, to := range pods {
+					out, err := c.PodExec(ctx, "default", from.name, "", "/echo", "get", "http://"+to.ip+":8080/p2p")
+					if err != nil || !strings.Contains(out.Stdout, "pod="+to.name) {
+						t.Errorf("%s (%s) to %s (%s): %q %v", from.name, from.node, to.name, to.node, out.Stdout, err)
+					}
+				}
+			})
+
+			t.Run("service by DNS name", func(t *testing.T) {
+				for _, p := range pods {
+					out, err := c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+					if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
+						t.Errorf("from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
+					}
+				}
+				out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "lookup", "kubernetes.default.svc.cluster.local")
+				if err != nil || strings.TrimSpace(out.Stdout) != "10.96.0.1" {
+					t.Errorf("lookup kubernetes.default: %q %v", out.Stdout, err)
+				}
+			})
+
+			t.Run("node port", func(t *testing.T) {
+				for _, n := range c.Nodes() {
+					out, err := n.Exec(ctx, "curl", "-sS", "--max-time", "10", fmt.Sprintf("http://%s:30080/np", n.IP()))
+					if err != nil || !strings.Contains(out.Stdout, "path=/np") {
+						t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
+					}
+				}
+			})
+
+			t.Run("host kubectl", func(t *testing.T) {
+				kubectl := hostKubectl(t)
+				if _, err := os.Stat(c.KubeconfigPath()); err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(c.APIServer(), "https://127.0.0.1:") || !strings.Contains(string(c.Kubeconfig()), c.APIServer()) {
+					t.Errorf("kubeconfig server %s, want 127.0.0.1", c.APIServer())
+				}
+				out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.KubeconfigPath(), "get", "pods", "-l", "app=echo", "-o", "name").CombinedOutput()
+				if err != nil || strings.Count(string(out), "pod/echo-") != 3 {
+					t.Errorf("host kubectl: %s %v", out, err)
+				}
+			})
+		})
+	}
+}
+
+// dockerRef is the name containerd files a Docker short reference under.
+func dockerRef(ref string) string {
+	if strings.Count(strings.Split(ref, ":")[0], "/") == 1 {
+		return "docker.io/" + ref
+	}
+	return ref
+}
+
+type pod struct{ name, node, ip string }
+
+func echoPods(ctx context.Context, t *testing.T, c *kindtest.Cluster) []pod {
+	t.Helper()
+	res, err := c.Kubectl(ctx, "get", "pods", "-l", "app=echo", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []pod
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 {
+			pods = append(pods, pod{f[0], f[1], f[2]})
+		}
+	}
+	if len(pods) != 3 {
+		t.Fatalf("echo pods:\n%s", res.Stdout)
+	}
+	return pods
+}
+
+// hostKubectl finds a kubectl on the host: on PATH, or the one the node
+// image build left in its cache.
+func hostKubectl(t *testing.T) string {
+	if p, err := exec.LookPath("kubectl"); err == nil {
+		return p
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		p := filepath.Join(dir, "kindtest", "bin", kindtest.KubernetesVersion, "kubectl")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no kubectl on the host: neither on PATH nor in the node image build cache")
+	return ""
+}
