@@ -24,10 +24,11 @@ const labelBuild = "io.kindtest.build"
 // overlay file system of a container, so a loader container from the node
 // image runs containerd alone with /var/lib/containerd on a volume and
 // imports the `docker save` stream there, unpacking every layer and then
-// dropping the compressed copies (--discard-unpacked-layers) so that the
-// image's /var, which Docker copies into every node's /var volume, holds
-// each layer once. The volume's content is then copied into a container
-// created from the node image, which is committed as the final image.
+// dropping the packed copies (--discard-unpacked-layers), so that the image
+// holds each layer once. The volume's content is then copied into a
+// container created from the node image, with the unpacked layers moved out
+// of /var (see relocateSnapshots), and that container is committed as the
+// final image.
 func (b *builder) preload(ctx context.Context) (err error) {
 	short := b.res.ContentHash[:hashLength]
 	name := "kindtest-build-" + short
@@ -123,7 +124,10 @@ func (b *builder) preload(ctx context.Context) (err error) {
 		return err
 	}
 	defer data.Close()
-	if err := b.cli.CopyToContainer(ctx, final, "/var/lib", data); err != nil {
+	relocated, w := io.Pipe()
+	defer relocated.Close()
+	go func() { w.CloseWithError(relocateSnapshots(data, w)) }()
+	if err := b.cli.CopyToContainer(ctx, final, "/", relocated); err != nil {
 		return err
 	}
 	if _, err := b.cli.CommitContainer(ctx, final, b.res.ContentImage, nil); err != nil {
