@@ -1,0 +1,67 @@
+// Package ginkgo shows kindtest in a Ginkgo suite: one cluster for the
+// whole suite, made in BeforeSuite and removed after it.
+//
+//	go test ./examples/ginkgo/...
+package ginkgo
+
+import (
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+func TestSuite(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "kindtest Ginkgo example")
+}
+
+var cluster *kindtest.Cluster
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	// GinkgoT's Cleanup is DeferCleanup: the cluster goes when the suite
+	// ends.
+	cluster = kindtest.Start(GinkgoT())
+	image, err := fixture.BuildEcho(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cluster.LoadImage(ctx, image)).To(Succeed())
+	manifest, err := fixture.Manifest("echo.yaml")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cluster.Apply(ctx, manifest)).To(Succeed())
+	_, err = cluster.Kubectl(ctx, "rollout", "status", "deployment/echo", "--timeout=2m")
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = Describe("the echo workload", func() {
+	It("answers through its Service's DNS name", func(ctx SpecContext) {
+		pods, err := cluster.Kubectl(ctx, "get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[0].metadata.name}")
+		Expect(err).NotTo(HaveOccurred())
+		res, err := cluster.PodExec(ctx, "default", pods.Stdout, "", "/echo", "get", "http://echo.default.svc.cluster.local/ginkgo")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Stdout).To(ContainSubstring("path=/ginkgo"))
+	})
+
+	It("has every replica ready on the single node", func(ctx SpecContext) {
+		res, err := cluster.Kubectl(ctx, "get", "deployment", "echo", "-o", "jsonpath={.status.readyReplicas}")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Stdout).To(Equal("3"))
+		nodes, err := cluster.Kubectl(ctx, "get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[*].spec.nodeName}")
+		Expect(err).NotTo(HaveOccurred())
+		for _, n := range strings.Fields(nodes.Stdout) {
+			Expect(n).To(Equal(cluster.ControlPlane().Name()))
+		}
+	})
+
+	It("reports a failing command with its exit code and output", func(ctx SpecContext) {
+		_, err := cluster.ControlPlane().Exec(ctx, "sh", "-c", "echo nope >&2; exit 7")
+		var exitErr *kindtest.ExitError
+		Expect(err).To(BeAssignableToTypeOf(exitErr))
+		exitErr = err.(*kindtest.ExitError)
+		Expect(exitErr.ExitCode).To(Equal(7))
+		Expect(exitErr.Stderr).To(Equal("nope\n"))
+	})
+})
