@@ -15,6 +15,12 @@ import (
 // hashLength is how many hex digits of a content hash go into a tag.
 const hashLength = 12
 
+// notNodeImageInputs are files under images/ that build other images, so
+// that changing them does not rebuild the node image.
+var notNodeImageInputs = map[string]bool{
+	"reaper.go": true,
+}
+
 // contentHash hashes the inputs of the node image found under dir (the
 // images/ directory of a checkout) together with the Kubernetes version:
 // every regular file, by relative path, executable bit and content, except
@@ -45,6 +51,9 @@ func contentHash(dir, kubernetesVersion string) (string, error) {
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
 			return err
+		}
+		if notNodeImageInputs[filepath.ToSlash(rel)] {
+			return nil
 		}
 		files = append(files, filepath.ToSlash(rel))
 		return nil

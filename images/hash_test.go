@@ -53,6 +53,7 @@ func TestContentHash(t *testing.T) {
 		"node/.swp":           "editor\n",
 		"testdata/fixture":    "x\n",
 		".hidden/inside/file": "x\n",
+		"reaper.go":           "package images\n",
 	} {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
