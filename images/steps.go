@@ -51,7 +51,35 @@ func (b *builder) run(ctx context.Context) error {
 		return err
 	}
 	// The committed image keeps the intermediate's layers; only the name goes.
-	return b.cli.RemoveImage(ctx, b.buildRef())
+	if err := b.cli.RemoveImage(ctx, b.buildRef()); err != nil {
+		return err
+	}
+	return b.pruneOlderImages(ctx)
+}
+
+// pruneOlderImages removes the node images of the same Kubernetes version
+// built from other inputs, so that rebuilds do not fill the disk. One that
+// a container still uses stays.
+func (b *builder) pruneOlderImages(ctx context.Context) error {
+	refs, err := b.cli.ListImageTags(ctx, "kindtest/node")
+	if err != nil {
+		return err
+	}
+	prefix := "kindtest/node:" + b.res.KubernetesVersion + "-"
+	for _, ref := range refs {
+		if !strings.HasPrefix(ref, prefix) || ref == b.res.ContentImage {
+			continue
+		}
+		switch err := b.cli.RemoveImage(ctx, ref); {
+		case docker.IsConflict(err):
+			b.cfg.logger.Printf("  kept older node image %s: in use", ref)
+		case err != nil:
+			return err
+		default:
+			b.cfg.logger.Printf("  removed older node image %s", ref)
+		}
+	}
+	return nil
 }
 
 // command runs a program and returns an error that keeps the command and the
