@@ -150,8 +150,11 @@ func findSourceDir() (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("node images are built from a kindtest checkout: no images/kubernetes/go.mod above %q (run from inside a clone of github.com/kindtest/kindtest, or use WithSourceDir)", starts)
+	return "", fmt.Errorf("%w: no images/kubernetes/go.mod above %q (run from inside a clone of github.com/kindtest/kindtest, or use WithSourceDir)", errNoCheckout, starts)
 }
+
+// errNoCheckout says that no kindtest checkout holds the inputs.
+var errNoCheckout = errors.New("node images are built from a kindtest checkout")
 
 type silent struct{}
 
@@ -161,9 +164,15 @@ func (silent) Printf(string, ...any) {}
 // builds it (with every image it depends on) when it does not. A build with
 // nothing changed only hashes the inputs and asks the engine for the tag.
 // Concurrent builds, in this process or others, wait for each other.
+// Outside a kindtest checkout (and without WithSourceDir), Build cannot
+// build: it returns DefaultNodeImage if the engine has it, and an error
+// saying how to build it otherwise.
 func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	start := time.Now()
 	cfg, err := newBuildConfig(opts)
+	if errors.Is(err, errNoCheckout) {
+		return existingImage(ctx, start, err)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -237,4 +246,33 @@ func (r Result) upToDate(ctx context.Context, cli *docker.Client) (bool, error) 
 		return false, fmt.Errorf("build node image: %w", err)
 	}
 	return true, nil
+}
+
+// existingImage serves callers outside a checkout (a suite that imports
+// kindtest as a module): DefaultNodeImage, if the engine has it, is used as
+// it is. noCheckout is the error returned when it does not.
+func existingImage(ctx context.Context, start time.Time, noCheckout error) (Result, error) {
+	cli, err := docker.New(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	defer cli.Close()
+	img, err := cli.InspectImage(ctx, DefaultNodeImage)
+	if docker.IsNotFound(err) {
+		return Result{}, fmt.Errorf("node image %s does not exist, and %w", DefaultNodeImage, noCheckout)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	res := Result{
+		Image:             DefaultNodeImage,
+		ContentImage:      DefaultNodeImage,
+		ContentHash:       img.Labels[LabelContentHash],
+		KubernetesVersion: img.Labels[LabelKubernetesVersion],
+		Duration:          time.Since(start),
+	}
+	if res.ContentHash != "" {
+		res.ContentImage = DefaultNodeImage + "-" + res.ContentHash[:min(hashLength, len(res.ContentHash))]
+	}
+	return res, nil
 }
