@@ -3,8 +3,10 @@ package kindtest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +33,10 @@ var (
 
 // ensureReaper starts this process's reaper once and connects to it. The
 // connection is never closed by the process: its end, however the process
-// ends, is the reaper's signal. Without a reaper (no image, or an engine
-// not reached through a local socket) clusters of a killed process are
-// removed by the next Start's sweep instead; that is logged, not fatal.
+// ends, is the reaper's signal. Without a reaper (no image, an engine not
+// reached through a local socket, or KINDTEST_REAPER=off) the clusters of a
+// killed process are removed by the next Start's sweep instead; that is
+// logged, not fatal.
 func ensureReaper(ctx context.Context, dc *docker.Client, log Logger) {
 	reaperOnce.Do(func() {
 		if err := startReaper(ctx, dc); err != nil {
@@ -43,6 +46,9 @@ func ensureReaper(ctx context.Context, dc *docker.Client, log Logger) {
 }
 
 func startReaper(ctx context.Context, dc *docker.Client) error {
+	if os.Getenv("KINDTEST_REAPER") == "off" {
+		return errors.New("KINDTEST_REAPER=off")
+	}
 	socket, ok := strings.CutPrefix(dc.Host(), "unix://")
 	if !ok {
 		return fmt.Errorf("engine at %s is not a local socket", dc.Host())

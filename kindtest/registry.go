@@ -63,7 +63,7 @@ func deleteAllLive(timeout time.Duration) {
 		if cs[i].cfg.keep == KeepAlways {
 			return nil
 		}
-		cs[i].log.Printf("kindtest: %s: removing cluster on signal", cs[i].name)
+		cs[i].log.Printf("kindtest: %s: removing cluster before the process ends", cs[i].name)
 		return cs[i].Delete(ctx)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -37,6 +38,7 @@ func Start(t TB, opts ...Option) *Cluster {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-cleanupMargin))
 		defer cancel()
+		watchDeadline(d)
 	}
 	c, err := prepare(ctx, opts)
 	if err != nil {
@@ -76,6 +78,19 @@ func (c *Cluster) finish(t TB) {
 		t.Logf("kindtest: %s: delete: %v", c.name, err)
 		t.Fatalf("kindtest: cluster %s was not fully removed: %v", c.name, err)
 	}
+}
+
+var deadlineOnce sync.Once
+
+// watchDeadline removes every live cluster shortly before the test binary's
+// -timeout deadline: at the deadline the testing package panics and the
+// process ends without running any cleanup.
+func watchDeadline(d time.Time) {
+	deadlineOnce.Do(func() {
+		time.AfterFunc(time.Until(d.Add(-cleanupMargin/2)), func() {
+			deleteAllLive(cleanupMargin / 2)
+		})
+	})
 }
 
 // deadline returns the test's deadline where t can tell it (*testing.T

@@ -1,0 +1,112 @@
+package kindtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// outcomeTB is a test whose outcome the test decides: Start's cleanup is
+// run on demand, with Failed reporting what the test chose. Everything
+// else goes to the real test.
+type outcomeTB struct {
+	*testing.T
+	failed   bool
+	mu       sync.Mutex
+	cleanups []func()
+	logs     []string
+}
+
+func (o *outcomeTB) Cleanup(f func()) { o.cleanups = append(o.cleanups, f) }
+func (o *outcomeTB) Failed() bool     { return o.failed }
+func (o *outcomeTB) Logf(format string, args ...any) {
+	o.mu.Lock()
+	o.logs = append(o.logs, fmt.Sprintf(format, args...))
+	o.mu.Unlock()
+	o.T.Logf(format, args...)
+}
+
+// end runs the cleanups as the testing package would.
+func (o *outcomeTB) end() {
+	for i := len(o.cleanups) - 1; i >= 0; i-- {
+		o.cleanups[i]()
+	}
+}
+
+func (o *outcomeTB) logged(s string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, l := range o.logs {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestKeepAndLogExport(t *testing.T) {
+	dc := engine(t)
+	img := nodeImage(t, dc)
+	for _, tc := range []struct {
+		keep   kindtest.KeepPolicy
+		failed bool
+		kept   bool
+	}{
+		{kindtest.KeepOnFailure, true, true},
+		{kindtest.KeepOnFailure, false, false},
+		{kindtest.KeepAlways, false, true},
+		{kindtest.KeepNever, true, false},
+	} {
+		t.Run(fmt.Sprintf("%s/failed=%t", tc.keep, tc.failed), func(t *testing.T) {
+			artifacts := t.TempDir()
+			o := &outcomeTB{T: t, failed: tc.failed}
+			c := kindtest.Start(o, kindtest.WithImage(img), kindtest.WithKeep(tc.keep), kindtest.WithArtifactsDir(artifacts))
+			sel := map[string]string{kindtest.LabelCluster: c.Name()}
+			t.Cleanup(func() { _ = dc.RemoveLabelled(context.Background(), sel) })
+			o.end()
+
+			left := leftovers(t, dc, sel)
+			if tc.kept && left == 0 {
+				t.Errorf("cluster removed despite keep policy %s", tc.keep)
+			}
+			if !tc.kept && left != 0 {
+				t.Errorf("%d resources left with keep policy %s", left, tc.keep)
+			}
+			if tc.kept && !o.logged("kindtest delete "+c.Name()) {
+				t.Errorf("kept cluster: the log does not say how to delete it")
+			}
+			if tc.kept && !o.logged("docker exec -it "+c.ControlPlane().Name()) {
+				t.Errorf("kept cluster: the log does not say how to get in")
+			}
+
+			dir := filepath.Join(artifacts, c.Name())
+			if !tc.failed {
+				if _, err := os.Stat(dir); err == nil {
+					t.Errorf("logs exported for a test that passed")
+				}
+				return
+			}
+			node := c.ControlPlane().Name()
+			for _, f := range []string{
+				node + "/inspect.json", node + "/console.log", node + "/kubelet.log",
+				node + "/containerd.log", node + "/kubeadm.log", node + "/journal.log",
+				"nodes.txt", "pods.txt", "events.txt",
+			} {
+				st, err := os.Stat(filepath.Join(dir, f))
+				if err != nil || st.Size() == 0 {
+					t.Errorf("exported logs: %s missing or empty (%v)", f, err)
+				}
+			}
+			pods, _ := os.ReadFile(filepath.Join(dir, "pods.txt"))
+			if !strings.Contains(string(pods), "kube-apiserver-"+node) {
+				t.Errorf("pods.txt does not list the API server:\n%s", pods)
+			}
+		})
+	}
+}

@@ -1,0 +1,100 @@
+package kindtest_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// goTest runs `go test` on packages of this module as a separate run, the
+// way a user would, and returns its output.
+func goTest(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"test", "-count=1", "-v"}, args...)...)
+	cmd.Dir = ".." // the module root
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test %s:\n%s", strings.Join(args, " "), out)
+	return string(out), err
+}
+
+func TestParallelPackages(t *testing.T) {
+	dc := engine(t)
+	nodeImage(t, dc)
+	out, err := goTest(t, nil, "-p", "3",
+		"./kindtest/testdata/parallel/a", "./kindtest/testdata/parallel/b", "./kindtest/testdata/parallel/c")
+	if err != nil {
+		t.Fatalf("three packages in parallel: %v", err)
+	}
+	re := regexp.MustCompile(`PARALLEL cluster=(\S+) api=(\S+) kubeconfig=(\S+)`)
+	matches := re.FindAllStringSubmatch(out, -1)
+	if len(matches) != 3 {
+		t.Fatalf("found %d clusters in the output, want 3", len(matches))
+	}
+	for col, what := range []string{"name", "API server address", "kubeconfig path"} {
+		seen := map[string]bool{}
+		for _, m := range matches {
+			if seen[m[col+1]] {
+				t.Errorf("two packages share the %s %s", what, m[col+1])
+			}
+			seen[m[col+1]] = true
+		}
+	}
+	for _, m := range matches {
+		if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: m[1]}); n != 0 {
+			t.Errorf("cluster %s: %d resources left", m[1], n)
+		}
+	}
+}
+
+func TestGinkgoParallel(t *testing.T) {
+	dc := engine(t)
+	nodeImage(t, dc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "run", "github.com/onsi/ginkgo/v2/ginkgo", "-p", "--procs=3", "-v", "./examples/ginkgo-parallel")
+	cmd.Dir = ".."
+	out, err := cmd.CombinedOutput()
+	t.Logf("ginkgo -p:\n%s", out)
+	if err != nil {
+		t.Fatalf("ginkgo -p: %v", err)
+	}
+	names := regexp.MustCompile(`creating cluster (\S+)`).FindAllStringSubmatch(string(out), -1)
+	if len(names) != 1 {
+		t.Fatalf("%d clusters created, want one shared by all processes", len(names))
+	}
+	if !strings.Contains(string(out), "Ran 4 of 4 Specs") {
+		t.Errorf("not every spec ran")
+	}
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: names[0][1]}); n != 0 {
+		t.Errorf("shared cluster %s: %d resources left after the suite", names[0][1], n)
+	}
+}
+
+func TestTestTimeout(t *testing.T) {
+	dc := engine(t)
+	nodeImage(t, dc)
+	// Without the reaper, only the harness itself can have removed the
+	// cluster by the time the process ends.
+	out, err := goTest(t, []string{"KINDTEST_REAPER=off"}, "-timeout", "45s", "./kindtest/testdata/timeout")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !strings.Contains(out, "test timed out") {
+		t.Fatalf("want the child run to hit its -timeout: %v", err)
+	}
+	m := regexp.MustCompile(`TIMEOUT cluster=(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("the child did not get to create its cluster")
+	}
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: m[1]}); n != 0 {
+		t.Errorf("cluster %s: %d resources left after the -timeout panic", m[1], n)
+	}
+}
