@@ -1,10 +1,13 @@
 package images
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {
@@ -207,4 +210,23 @@ func TestOptionErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "node images are built from a kindtest checkout") {
 		t.Fatalf("want checkout error, got %v", err)
 	}
+}
+
+func TestLockFileWaitsForHolder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "build.lock")
+	unlock, err := lockFile(t.Context(), path, silent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 700*time.Millisecond)
+	defer cancel()
+	if _, err := lockFile(ctx, path, silent{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second lock while held: got %v, want a deadline error", err)
+	}
+	unlock()
+	unlock2, err := lockFile(t.Context(), path, silent{})
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlock2()
 }

@@ -35,13 +35,15 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	loaderName, commitName := name+"-load", name+"-commit"
 	labels := map[string]string{labelBuild: short}
 
+	// The loader and its volume carry labelBuild, so that this also sweeps
+	// what a killed build left. The commit container does not: its labels
+	// would end up in the image.
 	cleanup := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		return errors.Join(
-			b.cli.RemoveContainer(cctx, loaderName),
+			b.cli.RemoveLabelled(cctx, map[string]string{labelBuild: ""}),
 			b.cli.RemoveContainer(cctx, commitName),
-			b.cli.RemoveVolume(cctx, name),
 		)
 	}
 	if err := cleanup(); err != nil {
