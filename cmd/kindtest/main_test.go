@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{nil, {"frobnicate"}, {"delete"}, {"logs"}, {"list", "-bogus"}} {
+		var out bytes.Buffer
+		err := run(context.Background(), args, &out)
+		var ue usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("kindtest %v: got %v, want a usage error", args, err)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "prune") {
+		t.Errorf("help: %v\n%s", err, out.String())
+	}
+}
+
+func TestCommands(t *testing.T) {
+	ctx := context.Background()
+	dc, err := docker.New(ctx)
+	if errors.Is(err, docker.ErrUnavailable) && os.Getenv("CI") == "" {
+		t.Skipf("needs a Docker engine: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dc.Close()
+	c, err := kindtest.New(ctx, kindtest.WithoutKubernetes(), kindtest.WithNamePrefix("cmdtest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx)
+
+	var out bytes.Buffer
+	if err := run(ctx, []string{"list"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, c.Name()+" ") {
+			line = l
+		}
+	}
+	host, _ := os.Hostname()
+	if f := strings.Fields(line); len(f) < 5 || f[1] != "1" || !strings.HasPrefix(f[3], host+"/") || f[4] != "true" {
+		t.Errorf("list line for %s: %q\n%s", c.Name(), line, out.String())
+	}
+
+	dir := t.TempDir()
+	out.Reset()
+	if err := run(ctx, []string{"logs", "-dir", dir, c.Name()}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, c.Name(), c.ControlPlane().Name(), "journal.log")); err != nil {
+		t.Errorf("logs: %v", err)
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"delete", c.Name()}, &out); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := dc.ListContainers(ctx, map[string]string{kindtest.LabelCluster: c.Name()})
+	if err != nil || len(cs) != 0 {
+		t.Errorf("after delete: %d containers (%v)", len(cs), err)
+	}
+	if err := run(ctx, []string{"delete", c.Name()}, &out); err == nil || !strings.Contains(err.Error(), "no such cluster") {
+		t.Errorf("deleting it again: %v", err)
+	}
+
+	out.Reset()
+	if err := run(ctx, []string{"prune"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() == 0 {
+		t.Error("prune printed nothing")
+	}
+}

@@ -1,0 +1,156 @@
+package kindtest
+
+import (
+	"encoding/base64"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestClusterNames(t *testing.T) {
+	valid := regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	seen := map[string]bool{}
+	for range 1000 {
+		n := newClusterName("kt")
+		if !strings.HasPrefix(n, "kt-") || len(n) != len("kt-")+8 || !valid.MatchString(n) {
+			t.Fatalf("name %q", n)
+		}
+		if seen[n] {
+			t.Fatalf("name %q made twice", n)
+		}
+		seen[n] = true
+	}
+	long := newClusterName(strings.Repeat("a", maxPrefixLen))
+	for i := range maxWorkers + 1 {
+		if n := nodeName(long, i); len(n) > 63 || !valid.MatchString(n) {
+			t.Errorf("node name %q is not a valid DNS label", n)
+		}
+	}
+	if got := []string{nodeName("c", 0), nodeName("c", 1), nodeName("c", 2)}; strings.Join(got, " ") != "c-control-plane c-worker c-worker2" {
+		t.Errorf("node names %v", got)
+	}
+}
+
+func TestLabels(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure), RoleWorker, 2)
+	want := map[string]string{
+		LabelCluster: "kt-1", LabelSession: Session(), LabelRole: RoleWorker, LabelNodeIndex: "2",
+		LabelOwnerPID: strconv.Itoa(os.Getpid()), LabelCreated: "2026-11-29T12:00:00Z", LabelKeep: "on-failure",
+	}
+	for k, v := range want {
+		if l[k] != v {
+			t.Errorf("label %s=%q, want %q", k, l[k], v)
+		}
+	}
+	o := ownerFromLabels(l)
+	if o != self() || !ownerAlive(o) {
+		t.Errorf("owner %+v from labels, want this process %+v, alive", o, self())
+	}
+}
+
+func TestOwnerAlive(t *testing.T) {
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if ownerAlive(Owner{Host: host, PID: cmd.Process.Pid}) {
+		t.Errorf("an ended process is reported alive")
+	}
+	// A live PID with another start time is a recycled PID, not the owner.
+	if ownerAlive(Owner{Host: host, PID: os.Getpid(), Start: "1"}) {
+		t.Errorf("a recycled PID is taken for the owner")
+	}
+	if !ownerAlive(Owner{Host: "some-other-host", PID: 1}) {
+		t.Errorf("an owner on another host must be assumed alive")
+	}
+}
+
+func TestParseKeep(t *testing.T) {
+	for in, want := range map[string]KeepPolicy{"never": KeepNever, "on-failure": KeepOnFailure, "always": KeepAlways, "1": KeepAlways} {
+		if got, err := parseKeep(in); err != nil || got != want {
+			t.Errorf("parseKeep(%q) = %v, %v", in, got, err)
+		}
+	}
+	if _, err := parseKeep("maybe"); err == nil {
+		t.Error("parseKeep(maybe): no error")
+	}
+}
+
+func TestExitErrorMessage(t *testing.T) {
+	e := newExitError("n1", []string{"sh", "-c", "echo 'a b'; exit 3"}, ExecResult{Stdout: "out\n", Stderr: strings.Repeat("e", 10000), ExitCode: 3})
+	msg := e.Error()
+	for _, s := range []string{"node n1", `sh -c 'echo '\''a b'\''; exit 3'`, "exit code 3", "stdout:\nout", "[...]"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("message lacks %q:\n%.300s", s, msg)
+		}
+	}
+	if len(e.Stderr) > maxErrorOutput+10 {
+		t.Errorf("stderr kept whole: %d bytes", len(e.Stderr))
+	}
+}
+
+func TestNodeErrorMessage(t *testing.T) {
+	e := &NodeError{Node: "n1", Step: "wait for systemd", Err: os.ErrDeadlineExceeded, Diagnostics: "failed units on n1:\n    x.service"}
+	if msg := e.Error(); !strings.HasPrefix(msg, "node n1: wait for systemd: ") || !strings.Contains(msg, "x.service") {
+		t.Errorf("message %q", msg)
+	}
+	if !strings.Contains(e.Unwrap().Error(), "timeout") {
+		t.Errorf("Unwrap lost the cause")
+	}
+}
+
+func TestBootstrapToken(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	if a, b := newBootstrapToken(), newBootstrapToken(); !re.MatchString(a) || a == b {
+		t.Errorf("tokens %q %q", a, b)
+	}
+}
+
+func TestKubeconfigRewrite(t *testing.T) {
+	b64 := base64.StdEncoding.EncodeToString([]byte("x"))
+	kc := []byte("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: " + b64 +
+		"\n    server: https://10.0.0.2:6443\n  name: c\nusers:\n- name: u\n  user:\n    client-certificate-data: " + b64 +
+		"\n    client-key-data: " + b64 + "\n")
+	out, err := rewriteServer(kc, "https://127.0.0.1:40000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "server: https://127.0.0.1:40000\n") || strings.Contains(string(out), "10.0.0.2") {
+		t.Errorf("rewritten:\n%s", out)
+	}
+	if _, err := rewriteServer([]byte("apiVersion: v1\n"), "x"); err == nil {
+		t.Error("a kubeconfig without a server: no error")
+	}
+	if _, err := newAPIClient(kc); err == nil {
+		t.Error("garbage credentials accepted")
+	}
+}
+
+func TestKubeadmConfig(t *testing.T) {
+	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
+	single := kubeadmInitConfig("c", cp, "abcdef.0123456789abcdef", true)
+	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
+		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1"} {
+		if !strings.Contains(single, s) {
+			t.Errorf("init config lacks %q", s)
+		}
+	}
+	if multi := kubeadmInitConfig("c", cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
+		t.Error("a multi-node control plane must keep its taint")
+	}
+	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef")
+	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3"} {
+		if !strings.Contains(join, s) {
+			t.Errorf("join config lacks %q", s)
+		}
+	}
+	if !strings.Contains(cniConfig(3), `"subnet": "10.244.3.0/24"`) {
+		t.Error("node 3's pod range")
+	}
+}
