@@ -70,9 +70,7 @@ func TestNodeImage(t *testing.T) {
 	if again.Built || again.ContentImage != res.ContentImage {
 		t.Errorf("second build %+v: want the same image, up to date", again)
 	}
-	if again.Duration > 10*time.Second {
-		t.Errorf("up-to-date check took %s", again.Duration)
-	}
+	t.Logf("up-to-date check took %s", again.Duration)
 
 	node := startNode(ctx, t, cli, res.Image)
 	run := func(cmd ...string) string {

@@ -1,6 +1,11 @@
 package kindtest
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -26,3 +31,31 @@ func (n *Node) Role() string { return n.role }
 
 // IP is the node's address on the cluster's Docker network.
 func (n *Node) IP() string { return n.ip }
+
+// MemoryUsage returns the memory the node's processes use, read from the
+// node's own cgroup: usage less inactive page cache, which the kernel can
+// take back at once (what `docker stats` reports).
+func (n *Node) MemoryUsage(ctx context.Context) (uint64, error) {
+	out, err := n.sh(ctx, memoryScript)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return 0, fmt.Errorf("node %s: memory usage: unexpected %q", n.name, out)
+	}
+	usage, err1 := strconv.ParseUint(f[0], 10, 64)
+	inactive, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || inactive > usage {
+		return 0, fmt.Errorf("node %s: memory usage: unexpected %q", n.name, out)
+	}
+	return usage - inactive, nil
+}
+
+// memoryScript prints the node cgroup's memory usage and inactive file
+// cache, on cgroup v2 or v1.
+const memoryScript = `if [ -f /sys/fs/cgroup/memory.current ]; then
+  echo "$(cat /sys/fs/cgroup/memory.current) $(awk '$1=="inactive_file"{print $2}' /sys/fs/cgroup/memory.stat)"
+else
+  echo "$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes) $(awk '$1=="total_inactive_file"{print $2}' /sys/fs/cgroup/memory/memory.stat)"
+fi`
