@@ -32,6 +32,11 @@ type Cluster struct {
 	ownsWorkDir    bool   // Delete removes workDir
 	timings        []PhaseTiming
 
+	// ready is set once setup succeeded; a reusable cluster that is not
+	// ready is removed, not kept.
+	ready     bool
+	reuseLock *os.File // held while this run uses a reusable cluster
+
 	deleteOnce sync.Once
 	deleteErr  error
 }
@@ -52,8 +57,8 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.create(ctx); err != nil {
-		if c.cfg.keep == KeepNever {
+	if err := c.setup(ctx); err != nil {
+		if c.cfg.keep == KeepNever || c.cfg.reuse {
 			err = errors.Join(err, c.Delete(context.Background()))
 		} else {
 			c.log.Printf("kindtest: keeping cluster %s after failure: %s", c.name, c.inspectHint())
@@ -74,7 +79,8 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
-	if _, err := dc.InspectImage(ctx, cfg.image); err != nil {
+	img, err := dc.InspectImage(ctx, cfg.image)
+	if err != nil {
 		dc.Close()
 		if docker.IsNotFound(err) {
 			return nil, fmt.Errorf("kindtest: node image %s not found in the engine at %s: build it with `go run ./cmd/kindtest build` in a kindtest checkout, or pass WithImage / set KINDTEST_IMAGE to an image you have", cfg.image, dc.Host())
@@ -85,11 +91,16 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	ensureReaper(ctx, dc, cfg.logger)
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
+	labels := clusterLabels(name, now, cfg.keep)
+	if cfg.reuse {
+		labels[LabelKeep] = keepReuse
+		labels[LabelReuse] = reuseHash(cfg, img.ID)
+	}
 	return &Cluster{
 		name:    name,
 		cfg:     cfg,
 		docker:  dc,
-		labels:  clusterLabels(name, now, cfg.keep),
+		labels:  labels,
 		created: now,
 		log:     cfg.logger,
 	}, nil
@@ -147,8 +158,19 @@ func (c *Cluster) phase(name string, fn func() error) error {
 // Delete removes every container, volume and network that carries the
 // cluster's label, whatever state creation reached. It is safe to call more
 // than once and from several goroutines; things already gone count as
-// removed. It makes its own bounded context when ctx has no deadline.
+// removed. It makes its own bounded context when ctx has no deadline. In
+// reuse mode (WithReuse) a ready cluster is released for the next run
+// instead: see WithReuse.
 func (c *Cluster) Delete(ctx context.Context) error {
+	if c.cfg.reuse && c.ready {
+		c.deleteOnce.Do(func() { c.deleteErr = c.release(ctx) })
+		return c.deleteErr
+	}
+	return c.remove(ctx)
+}
+
+// remove deletes the cluster's resources, once.
+func (c *Cluster) remove(ctx context.Context) error {
 	c.deleteOnce.Do(func() {
 		unregister(c)
 		if _, ok := ctx.Deadline(); !ok {

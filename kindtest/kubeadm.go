@@ -67,6 +67,14 @@ kind: ClusterConfiguration
 clusterName: %[6]s
 kubernetesVersion: %[7]s
 controlPlaneEndpoint: %[2]s:%[3]d
+# ECDSA keys take milliseconds to make where RSA keys take most of a second.
+encryptionAlgorithm: ECDSA-P256
+etcd:
+  local:
+    extraArgs:
+    # The cluster lives as long as a test; losing it on a host crash is fine.
+    - name: unsafe-no-fsync
+      value: "true"
 networking:
   podSubnet: %[8]s
   serviceSubnet: %[9]s
@@ -81,6 +89,19 @@ controllerManager:
   extraArgs:
   # Each node's pod range is fixed by kindtest (see nodePodSubnet).
   - name: allocate-node-cidrs
+    value: "false"
+  # One control plane: no lease to wait for before controllers start.
+  - name: leader-elect
+    value: "false"
+  # At start each controller gets a service account and a token of its own;
+  # the default client rate limit (20/s) made that take seconds.
+  - name: kube-api-qps
+    value: "500"
+  - name: kube-api-burst
+    value: "1000"
+scheduler:
+  extraArgs:
+  - name: leader-elect
     value: "false"
 ---
 %[12]s---

@@ -135,7 +135,8 @@ func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, 
 	var names []string
 	var errs []error
 	for _, ci := range all {
-		if scope == PruneOrphans && (ci.OwnerAlive || ci.Keep == KeepAlways.String() || ci.Keep == KeepOnFailure.String()) {
+		// Kept and reusable clusters outlive their owner on purpose.
+		if scope == PruneOrphans && (ci.OwnerAlive || (ci.Keep != "" && ci.Keep != KeepNever.String())) {
 			continue
 		}
 		if err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: ci.Name}); err != nil {
@@ -177,40 +178,44 @@ func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
-	c, err := attach(ctx, dc, cfg, name)
-	if err != nil {
+	c := &Cluster{cfg: cfg, docker: dc, log: cfg.logger}
+	if err := c.attach(ctx, name); err != nil {
 		dc.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-func attach(ctx context.Context, dc *docker.Client, cfg *config, name string) (*Cluster, error) {
-	cs, err := dc.ListContainers(ctx, map[string]string{LabelCluster: name})
+// attach fills c from the cluster's containers and its control plane.
+func (c *Cluster) attach(ctx context.Context, name string) error {
+	cs, err := c.docker.ListContainers(ctx, map[string]string{LabelCluster: name})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(cs) == 0 {
-		return nil, fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
+		return fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
 	}
-	c := &Cluster{name: name, cfg: cfg, docker: dc, log: cfg.logger, nodes: make([]*Node, len(cs))}
+	c.name = name
+	c.nodes = make([]*Node, len(cs))
 	for _, ct := range cs {
 		i, err := strconv.Atoi(ct.Labels[LabelNodeIndex])
 		if err != nil || i < 0 || i >= len(cs) || c.nodes[i] != nil {
-			return nil, fmt.Errorf("kindtest: attach %s: node %s has a bad %s label %q", name, ct.Name, LabelNodeIndex, ct.Labels[LabelNodeIndex])
+			return fmt.Errorf("kindtest: attach %s: node %s has a bad %s label %q", name, ct.Name, LabelNodeIndex, ct.Labels[LabelNodeIndex])
 		}
-		info, err := dc.InspectContainer(ctx, ct.ID)
+		info, err := c.docker.InspectContainer(ctx, ct.ID)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !info.Running {
-			return nil, fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
+			return fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
 		}
-		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], gateway: info.Gateways[name], docker: dc}
+		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], gateway: info.Gateways[name], docker: c.docker}
 		if i == 0 {
 			c.labels = map[string]string{}
-			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep} {
-				c.labels[k] = ct.Labels[k]
+			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep, LabelReuse} {
+				if v, ok := ct.Labels[k]; ok {
+					c.labels[k] = v
+				}
 			}
 			c.created, _ = time.Parse(time.RFC3339, ct.Labels[LabelCreated])
 			c.cfg.image = info.Image
@@ -221,10 +226,8 @@ func attach(ctx context.Context, dc *docker.Client, cfg *config, name string) (*
 	// A cluster made WithoutKubernetes has no admin kubeconfig.
 	if _, err := c.ControlPlane().run(ctx, "test", "-f", adminKubeconfig); err != nil {
 		c.cfg.kubernetes = false
-		return c, nil
+		return nil
 	}
-	if err := c.fetchKubeconfig(ctx); err != nil {
-		return nil, err
-	}
-	return c, nil
+	c.cfg.kubernetes = true
+	return c.fetchKubeconfig(ctx)
 }

@@ -69,6 +69,7 @@ type config struct {
 	keep          KeepPolicy
 	kubernetes    bool
 	artifactsDir  string
+	reuse         bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -123,6 +124,15 @@ func (c *config) fromEnv() error {
 			return err
 		}
 		c.keep = k
+	}
+	if v := os.Getenv("KINDTEST_REUSE"); v != "" {
+		switch v {
+		case "1", "true", "yes":
+			c.reuse = true
+		case "0", "false", "no":
+		default:
+			return fmt.Errorf("KINDTEST_REUSE=%q: want 1 or 0", v)
+		}
 	}
 	if v := os.Getenv("ARTIFACTS"); v != "" {
 		c.artifactsDir = v
@@ -231,4 +241,17 @@ func WithoutKubernetes() Option {
 // $ARTIFACTS when set, else the test's temporary directory.
 func WithArtifactsDir(dir string) Option {
 	return func(c *config) error { c.artifactsDir = dir; return nil }
+}
+
+// WithReuse makes the cluster outlive the test for the edit-test loop: the
+// first run creates and keeps it, later runs with the same configuration
+// (node image, workers, Kubernetes or not, name prefix) attach to it in
+// about a second. A cluster in use by another run is never attached to.
+// When a run ends, its namespaces (all but default and the kube-* ones)
+// and the namespaced objects it left in default are deleted; cluster-scoped
+// objects and loaded images stay. Delete then releases the cluster rather
+// than removing it; `kindtest delete` or `kindtest prune -all` remove it.
+// Default off, or on when KINDTEST_REUSE=1.
+func WithReuse() Option {
+	return func(c *config) error { c.reuse = true; return nil }
 }

@@ -60,10 +60,11 @@ func deleteAllLive(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = parallel(len(cs), func(i int) error {
-		if cs[i].cfg.keep == KeepAlways {
+		// A reusable cluster stays; its lock ends with the process.
+		if cs[i].cfg.keep == KeepAlways || (cs[i].cfg.reuse && cs[i].ready) {
 			return nil
 		}
 		cs[i].log.Printf("kindtest: %s: removing cluster before the process ends", cs[i].name)
-		return cs[i].Delete(ctx)
+		return cs[i].remove(ctx)
 	})
 }

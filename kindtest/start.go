@@ -52,7 +52,7 @@ func Start(t TB, opts ...Option) *Cluster {
 	if c.cfg.artifactsDir == "" {
 		c.cfg.artifactsDir = c.workDir
 	}
-	if err := c.create(ctx); err != nil {
+	if err := c.setup(ctx); err != nil {
 		t.Fatalf("%v", err)
 	}
 	return c
@@ -69,12 +69,18 @@ func (c *Cluster) finish(t TB) {
 			t.Logf("kindtest: %s: logs exported to %s", c.name, dir)
 		}
 	}
+	if c.cfg.reuse && c.ready {
+		if err := c.release(context.Background()); err != nil {
+			t.Logf("kindtest: %s: %v", c.name, err)
+		}
+		return
+	}
 	if c.cfg.keep == KeepAlways || (failed && c.cfg.keep == KeepOnFailure) {
 		unregister(c)
 		t.Logf("kindtest: keeping cluster %s (keep policy %s): %s", c.name, c.cfg.keep, c.inspectHint())
 		return
 	}
-	if err := c.Delete(context.Background()); err != nil {
+	if err := c.remove(context.Background()); err != nil {
 		t.Logf("kindtest: %s: delete: %v", c.name, err)
 		t.Fatalf("kindtest: cluster %s was not fully removed: %v", c.name, err)
 	}

@@ -1,0 +1,195 @@
+package kindtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// LabelReuse holds the configuration hash of a reusable cluster.
+const LabelReuse = "dev.kindtest.reuse"
+
+// keepReuse is the keep label of reusable clusters: the reaper and the
+// orphan sweep leave them alone.
+const keepReuse = "reuse"
+
+// completeMarker is written on the control plane once a cluster is ready;
+// a reusable cluster without it was left half-made.
+const completeMarker = "/etc/kindtest/complete"
+
+// reuseHash identifies a configuration: clusters made from the same image
+// (by ID, so that a rebuilt image makes a new cluster), the same number of
+// workers, with or without Kubernetes, and the same prefix.
+func reuseHash(cfg *config, imageID string) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)))
+	return hex.EncodeToString(h[:])[:16]
+}
+
+// reuseLock takes the lock that says a run is using the cluster. The lock
+// is an flock: the kernel drops it when the process ends, however it ends,
+// so a crashed run never keeps a cluster from being reused.
+func reuseLock(cluster string) (*os.File, bool, error) {
+	dir := filepath.Join(os.TempDir(), "kindtest-reuse")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, cluster+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	return f, true, nil
+}
+
+// setup gives c a ready cluster: in reuse mode an idle one of the same
+// configuration if there is one, else a new one.
+func (c *Cluster) setup(ctx context.Context) error {
+	if c.cfg.reuse {
+		ok, err := c.attachReusable(ctx)
+		if err != nil || ok {
+			return err
+		}
+		lock, _, err := reuseLock(c.name)
+		if err != nil {
+			return fmt.Errorf("cluster %s: reuse lock: %w", c.name, err)
+		}
+		c.reuseLock = lock
+	}
+	if err := c.create(ctx); err != nil {
+		return err
+	}
+	if c.cfg.reuse {
+		if _, err := c.ControlPlane().sh(ctx, "mkdir -p /etc/kindtest && touch "+completeMarker); err != nil {
+			return err
+		}
+	}
+	c.ready = true
+	return nil
+}
+
+// attachReusable attaches c to an idle, complete cluster of the same
+// configuration, oldest first. Half-made ones (their creator died) are
+// removed on the way.
+func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
+	start := time.Now()
+	hash := c.labels[LabelReuse]
+	cps, err := c.docker.ListContainers(ctx, map[string]string{LabelReuse: hash, LabelNodeIndex: "0"})
+	if err != nil {
+		return false, err
+	}
+	sort.Slice(cps, func(i, j int) bool { return cps[i].Labels[LabelCreated] < cps[j].Labels[LabelCreated] })
+	for _, cp := range cps {
+		name := cp.Labels[LabelCluster]
+		lock, ok, err := reuseLock(name)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			c.log.Printf("kindtest: reusable cluster %s is in use by another run", name)
+			continue
+		}
+		candidate := &Cluster{cfg: &config{}, docker: c.docker, log: c.log, workDir: c.workDir}
+		*candidate.cfg = *c.cfg
+		err = candidate.attach(ctx, name)
+		if err == nil {
+			_, err = candidate.ControlPlane().run(ctx, "test", "-f", completeMarker)
+		}
+		if err == nil && candidate.cfg.kubernetes {
+			err = candidate.checkReady(ctx)
+		}
+		if err == nil {
+			err = candidate.cleanNamespaces(ctx)
+		}
+		if err != nil {
+			c.log.Printf("kindtest: removing reusable cluster %s, unusable: %v", name, err)
+			if rerr := c.docker.RemoveLabelled(ctx, map[string]string{LabelCluster: name}); rerr != nil {
+				lock.Close()
+				return false, rerr
+			}
+			lock.Close()
+			continue
+		}
+		// The handle keeps this cluster's name, nodes and kubeconfig; the
+		// name drawn for a new one is dropped.
+		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
+		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
+		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
+		c.reuseLock = lock
+		c.ready = true
+		register(c)
+		c.log.Printf("kindtest: reusing cluster %s (attached in %v)", c.name, time.Since(start).Round(time.Millisecond))
+		return true, nil
+	}
+	return false, nil
+}
+
+// checkReady fails unless the cluster passes every readiness condition now.
+func (c *Cluster) checkReady(ctx context.Context) error {
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	if pending, detail := c.notReady(ctx, api); pending != "" {
+		return fmt.Errorf("not ready: %s: %s", pending, detail)
+	}
+	return nil
+}
+
+// cleanNamespacesScript deletes what a test run may have left: every
+// namespace but the system ones, and the namespaced objects in default
+// except those Kubernetes itself keeps there. Pods go at once, without
+// their grace period, so that the next run does not wait for them.
+const cleanNamespacesScript = `set -eu
+export KUBECONFIG=` + adminKubeconfig + `
+ns=$(kubectl get namespaces -o name | grep -vxE 'namespace/(default|kube-system|kube-public|kube-node-lease)' || true)
+for n in $ns; do
+  kubectl delete pods --all -n "${n#namespace/}" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+done
+kubectl delete pods --all -n default --grace-period=0 --force >/dev/null 2>&1 || true
+if [ -n "$ns" ]; then kubectl delete $ns --wait=true --timeout=2m >/dev/null; fi
+kubectl delete -n default --wait=true --timeout=1m \
+  deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs,persistentvolumeclaims,ingresses,networkpolicies,roles,rolebindings,poddisruptionbudgets --all >/dev/null
+kubectl delete -n default services --field-selector metadata.name!=kubernetes >/dev/null
+kubectl delete -n default configmaps --field-selector metadata.name!=kube-root-ca.crt >/dev/null
+kubectl delete -n default serviceaccounts --field-selector metadata.name!=default >/dev/null
+kubectl delete -n default secrets --all >/dev/null
+`
+
+// cleanNamespaces empties the cluster of what test runs made, when there
+// is anything to remove.
+func (c *Cluster) cleanNamespaces(ctx context.Context) error {
+	if !c.cfg.kubernetes {
+		return nil
+	}
+	if _, err := c.ControlPlane().sh(ctx, cleanNamespacesScript); err != nil {
+		return fmt.Errorf("clean namespaces: %w", err)
+	}
+	return nil
+}
+
+// release ends a run's use of a reusable cluster: its objects are cleaned
+// up and the lock is dropped, the cluster stays.
+func (c *Cluster) release(ctx context.Context) error {
+	unregister(c)
+	err := c.cleanNamespaces(ctx)
+	if c.reuseLock != nil {
+		c.reuseLock.Close()
+		c.reuseLock = nil
+	}
+	c.log.Printf("kindtest: %s: kept for reuse (KINDTEST_REUSE); remove it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s`", c.name, c.name)
+	return err
+}
