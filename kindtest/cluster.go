@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -31,6 +32,8 @@ type Cluster struct {
 	workDir        string // holds the kubeconfig file
 	ownsWorkDir    bool   // Delete removes workDir
 	timings        []PhaseTiming
+	// kubernetesVersion is what the node image carries, from its label.
+	kubernetesVersion string
 
 	// ready is set once setup succeeded; a reusable cluster that is not
 	// ready is removed, not kept.
@@ -96,13 +99,18 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		labels[LabelKeep] = keepReuse
 		labels[LabelReuse] = reuseHash(cfg, img.ID)
 	}
+	version := img.Labels[images.LabelKubernetesVersion]
+	if version == "" {
+		version = KubernetesVersion
+	}
 	return &Cluster{
-		name:    name,
-		cfg:     cfg,
-		docker:  dc,
-		labels:  labels,
-		created: now,
-		log:     cfg.logger,
+		name:              name,
+		cfg:               cfg,
+		docker:            dc,
+		labels:            labels,
+		created:           now,
+		log:               cfg.logger,
+		kubernetesVersion: version,
 	}, nil
 }
 

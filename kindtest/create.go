@@ -109,6 +109,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		Volumes: map[string]string{varVolume: "/var"},
 		Binds:   []string{"/lib/modules:/lib/modules:ro"},
 		Network: c.name,
+		Runtime: c.cfg.runtime,
 	}
 	if n.role == RoleControlPlane {
 		spec.Ports = []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: apiServerPort}}
@@ -119,7 +120,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	n.id = id
 	if err := c.docker.StartContainer(ctx, id); err != nil {
-		return c.nodeError(n, "start container", err)
+		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: privilegedHint}
 	}
 	info, err := c.docker.InspectContainer(ctx, id)
 	if err != nil {
@@ -134,6 +135,13 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	return nil
 }
+
+// privilegedHint explains the usual reason a node container does not start.
+const privilegedHint = `kindtest nodes are privileged containers: the engine must be able to run
+` + "`docker run --privileged`" + ` (check with ` + "`docker run --rm --privileged <any image> true`" + `).
+Rootless engines cannot, nor can hosts whose capability bounding set lacks a
+capability Docker grants privileged containers; on such a host, give dockerd a
+runtime that drops the missing capability, or use another host.`
 
 // provisionScript prepares a node before systemd starts, the steps in the
 // order they must run.

@@ -334,3 +334,28 @@ func TestPruneOrphans(t *testing.T) {
 		t.Errorf("owned network: %d left, want 1", n)
 	}
 }
+
+func TestUnprivilegedEngine(t *testing.T) {
+	dc := engine(t)
+	img := nodeImage(t, dc)
+	// Docker registers plain runc as "runc" beside any default runtime. On a
+	// host whose capability bounding set lacks one that Docker grants to
+	// privileged containers (this build machine lacks CAP_SYS_RESOURCE and
+	// runs dockerd with a runtime that drops it), plain runc cannot start a
+	// privileged container: the failure kindtest must explain.
+	var hook *phaseHook
+	hook = &phaseHook{t: t, marker: "\x00"}
+	c, err := kindtest.New(context.Background(), kindtest.WithImage(img), kindtest.WithoutKubernetes(),
+		kindtest.WithRuntimeForTest("runc"), kindtest.WithLogger(hook))
+	if err == nil {
+		c.Delete(context.Background())
+		t.Skip("this host runs privileged containers under plain runc, so the failure cannot be produced here")
+	}
+	var ne *kindtest.NodeError
+	if !errors.As(err, &ne) || ne.Step != "start container" || !strings.Contains(err.Error(), "--privileged") {
+		t.Errorf("got %v, want a start failure that explains the need for privileged containers", err)
+	}
+	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: hook.name}); n != 0 {
+		t.Errorf("%d resources left", n)
+	}
+}

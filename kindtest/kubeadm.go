@@ -42,7 +42,7 @@ func newBootstrapToken() string {
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
 // the node may not set).
-func kubeadmInitConfig(cluster string, cp *Node, token string, singleNode bool) string {
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool) string {
 	taints := ""
 	if singleNode {
 		// An empty list, unlike none, tells kubeadm not to taint the
@@ -114,7 +114,7 @@ conntrack:
   maxPerCore: 0
 iptables:
   minSyncPeriod: 1s
-`, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, KubernetesVersion,
+`, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
 		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig())
 }
 

@@ -59,7 +59,7 @@ func (c *Cluster) setupKubernetes(ctx context.Context) error {
 	cp := c.ControlPlane()
 	token := newBootstrapToken()
 	if err := c.phase("init", func() error {
-		cfg := kubeadmInitConfig(c.name, cp, token, len(c.nodes) == 1)
+		cfg := kubeadmInitConfig(c.name, c.kubernetesVersion, cp, token, len(c.nodes) == 1)
 		return c.kubeadm(ctx, cp, cfg, "init", "--skip-token-print", "--skip-certificate-key-print")
 	}); err != nil {
 		return err

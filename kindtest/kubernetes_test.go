@@ -46,9 +46,11 @@ func TestKubernetes(t *testing.T) {
 						t.Errorf("node %q: want version %s and Ready", l, kindtest.KubernetesVersion)
 					}
 				}
+				// One CoreDNS replica per node, at most two.
+				want := fmt.Sprintf("%d/%d", min(workers+1, 2), min(workers+1, 2))
 				res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "deployment", "coredns", "-o", "jsonpath={.status.readyReplicas}/{.spec.replicas}")
-				if err != nil || res.Stdout != "2/2" {
-					t.Errorf("CoreDNS ready replicas %q (%v), want 2/2", res.Stdout, err)
+				if err != nil || res.Stdout != want {
+					t.Errorf("CoreDNS ready replicas %q (%v), want %s", res.Stdout, err, want)
 				}
 			})
 

@@ -70,6 +70,7 @@ type config struct {
 	kubernetes    bool
 	artifactsDir  string
 	reuse         bool
+	runtime       string // OCI runtime of the nodes; set only by tests
 }
 
 // Limits on user input. Each node is a full container with systemd, a

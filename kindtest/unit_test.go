@@ -134,14 +134,14 @@ func TestKubeconfigRewrite(t *testing.T) {
 
 func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
-	single := kubeadmInitConfig("c", cp, "abcdef.0123456789abcdef", true)
+	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true)
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
 		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
 	}
-	if multi := kubeadmInitConfig("c", cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
+	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
 	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef")

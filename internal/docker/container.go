@@ -43,6 +43,8 @@ type ContainerSpec struct {
 	StopSignal string
 	// AutoRemove deletes the container when it exits.
 	AutoRemove bool
+	// Runtime is the OCI runtime to run it with; "" is the engine default.
+	Runtime string
 }
 
 // PortBinding publishes ContainerPort/tcp on HostIP:HostPort; an empty
@@ -90,7 +92,8 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		AutoRemove:   spec.AutoRemove,
 		PortBindings: nat.PortMap{},
 		// The image's entrypoint must be PID 1 so that it can exec systemd.
-		Init: new(bool),
+		Init:    new(bool),
+		Runtime: spec.Runtime,
 	}
 	if spec.Privileged {
 		host.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"}
