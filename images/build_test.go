@@ -5,12 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/enginetest"
 )
 
 type testLogger struct{ t *testing.T }
@@ -18,21 +18,6 @@ type testLogger struct{ t *testing.T }
 func (l testLogger) Printf(format string, args ...any) {
 	l.t.Helper()
 	l.t.Logf(format, args...)
-}
-
-// engine returns a client, or skips the test when no engine answers; with
-// CI set a missing engine fails the test.
-func engine(ctx context.Context, t *testing.T) *docker.Client {
-	t.Helper()
-	cli, err := docker.New(ctx)
-	if errors.Is(err, docker.ErrUnavailable) && os.Getenv("CI") == "" {
-		t.Skipf("no Docker engine: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("docker engine (CI is set, so a missing engine is a failure): %v", err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 // TestNodeImage builds the node image (or finds it up to date), then checks
@@ -44,7 +29,7 @@ func TestNodeImage(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	cli := engine(ctx, t)
+	cli := enginetest.Client(t)
 
 	res, err := Build(ctx, WithLogger(testLogger{t}))
 	if err != nil {

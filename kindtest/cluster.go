@@ -199,21 +199,6 @@ func (c *Cluster) remove(ctx context.Context) error {
 	return c.deleteErr
 }
 
-// parallel runs fn for 0..n-1 at once and joins the errors.
-func parallel(n int, fn func(i int) error) error {
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = fn(i)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
 // inspectHint tells a person how to look at a kept cluster and remove it.
 func (c *Cluster) inspectHint() string {
 	return fmt.Sprintf("inspect it with `docker exec -it %s bash`; delete it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s` or `docker rm -fv $(docker ps -aq --filter label=%s=%s) && docker volume rm $(docker volume ls -q --filter label=%s=%s); docker network rm %s`",

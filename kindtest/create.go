@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -58,12 +59,12 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
 	if err := c.phase("containers", func() error {
-		return parallel(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
+		return concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}
 	if err := c.phase("boot", func() error {
-		return parallel(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
+		return concurrent.Each(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}

@@ -2,12 +2,11 @@ package kindtest_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/enginetest"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -15,17 +14,7 @@ import (
 // one they skip, except under CI, where that is a failure.
 func engine(t *testing.T) *docker.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	dc, err := docker.New(ctx)
-	if errors.Is(err, docker.ErrUnavailable) && os.Getenv("CI") == "" {
-		t.Skipf("needs a Docker engine: %v", err)
-	}
-	if err != nil {
-		t.Fatalf("needs a Docker engine: %v", err)
-	}
-	t.Cleanup(func() { dc.Close() })
-	return dc
+	return enginetest.Client(t)
 }
 
 // nodeImage is the image lifecycle tests run: KINDTEST_IMAGE or the

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
 // LoadImage copies images from the host's engine into the containerd of
@@ -45,7 +47,7 @@ func (c *Cluster) LoadImage(ctx context.Context, refs ...string) error {
 		_, copyErr = io.Copy(fan, src)
 		fan.close(copyErr)
 	}()
-	err = parallel(len(c.nodes), func(i int) error {
+	err = concurrent.Each(len(c.nodes), func(i int) error {
 		n := c.nodes[i]
 		_, err := n.ExecInput(ctx, readers[i], "ctr", "--namespace", "k8s.io", "images", "import", "--digests", "-")
 		// Whatever happened, this node reads no more: let the others go on.

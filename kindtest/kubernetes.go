@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
 // nodeNetworkScript prepares node i's networking before it boots: the
@@ -69,7 +71,7 @@ func (c *Cluster) setupKubernetes(ctx context.Context) error {
 	}
 	// Workers join while CoreDNS is tuned: both only need the API server.
 	if err := c.phase("join", func() error {
-		return parallel(len(c.nodes), func(i int) error {
+		return concurrent.Each(len(c.nodes), func(i int) error {
 			if i == 0 {
 				return c.tuneCoreDNS(ctx)
 			}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
 // The clusters this process has and has not yet deleted, so that an
@@ -59,7 +61,7 @@ func deleteAllLive(timeout time.Duration) {
 	liveMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_ = parallel(len(cs), func(i int) error {
+	_ = concurrent.Each(len(cs), func(i int) error {
 		// A reusable cluster stays; its lock ends with the process.
 		if cs[i].cfg.keep == KeepAlways || (cs[i].cfg.reuse && cs[i].ready) {
 			return nil

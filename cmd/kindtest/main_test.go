@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/enginetest"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -30,14 +30,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	ctx := context.Background()
-	dc, err := docker.New(ctx)
-	if errors.Is(err, docker.ErrUnavailable) && os.Getenv("CI") == "" {
-		t.Skipf("needs a Docker engine: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close()
+	dc := enginetest.Client(t)
 	c, err := kindtest.New(ctx, kindtest.WithoutKubernetes(), kindtest.WithNamePrefix("cmdtest"))
 	if err != nil {
 		t.Fatal(err)

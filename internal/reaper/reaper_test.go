@@ -3,26 +3,17 @@ package reaper
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"testing"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/enginetest"
 )
 
 func TestServeReapsWhenClientsAreGone(t *testing.T) {
 	ctx := context.Background()
-	dc, err := docker.New(ctx)
-	if errors.Is(err, docker.ErrUnavailable) && os.Getenv("CI") == "" {
-		t.Skipf("needs a Docker engine: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close()
+	dc := enginetest.Client(t)
 
 	session := fmt.Sprintf("reapertest%d", time.Now().UnixNano()%1e9)
 	mk := func(cluster, keep string) {
