@@ -96,7 +96,13 @@ func TestKubernetes(t *testing.T) {
 
 			t.Run("service by DNS name", func(t *testing.T) {
 				for _, p := range pods {
-					out, err := c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+					// kube-proxy programs the Service a moment after the
+					// rollout reports ready.
+					var out kindtest.ExecResult
+					err := retry(ctx, func() (err error) {
+						out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+						return err
+					})
 					if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
 						t.Errorf("from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
 					}
@@ -109,7 +115,11 @@ func TestKubernetes(t *testing.T) {
 
 			t.Run("node port", func(t *testing.T) {
 				for _, n := range c.Nodes() {
-					out, err := n.Exec(ctx, "curl", "-sS", "--max-time", "10", fmt.Sprintf("http://%s:30080/np", n.IP()))
+					var out kindtest.ExecResult
+					err := retry(ctx, func() (err error) {
+						out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
+						return err
+					})
 					if err != nil || !strings.Contains(out.Stdout, "path=/np") {
 						t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
 					}
@@ -177,4 +187,22 @@ func hostKubectl(t *testing.T) string {
 	}
 	t.Fatal("no kubectl on the host: neither on PATH nor in the node image build cache")
 	return ""
+}
+
+// retry calls fn every half second until it succeeds or 30 s pass, for
+// what Kubernetes makes true a moment later (kube-proxy rules), and returns
+// the last error.
+func retry(ctx context.Context, fn func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -55,11 +55,20 @@ func TestEchoService(t *testing.T) {
 	}
 
 	t.Run("service DNS name from a pod", func(t *testing.T) {
+		// kube-proxy programs a new Service's endpoints a moment after the
+		// rollout reports ready: wait for the first answer, do not assume.
+		url := "http://echo.default.svc.cluster.local/hello"
+		if err := eventually(ctx, 30*time.Second, func() error {
+			_, err := cluster.PodExec(ctx, "default", "client", "", "/echo", "get", url)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
 		// Three replicas behind the Service: several requests reach more
 		// than one of them.
 		seen := map[string]bool{}
 		for range 20 {
-			res, err := cluster.PodExec(ctx, "default", "client", "", "/echo", "get", "http://echo.default.svc.cluster.local/hello")
+			res, err := cluster.PodExec(ctx, "default", "client", "", "/echo", "get", url)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,7 +84,11 @@ func TestEchoService(t *testing.T) {
 
 	t.Run("node port from every node", func(t *testing.T) {
 		for _, node := range cluster.Nodes() {
-			res, err := node.Exec(ctx, "curl", "-sS", "--max-time", "10", fmt.Sprintf("http://%s:30080/from-node", node.IP()))
+			var res kindtest.ExecResult
+			err := eventually(ctx, 30*time.Second, func() (err error) {
+				res, err = node.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/from-node", node.IP()))
+				return err
+			})
 			if err != nil {
 				t.Fatalf("%s: %v", node.Name(), err)
 			}
@@ -84,4 +97,22 @@ func TestEchoService(t *testing.T) {
 			}
 		}
 	})
+}
+
+// eventually retries fn every half second until it succeeds or timeout
+// passes, and returns its last error.
+func eventually(ctx context.Context, timeout time.Duration, fn func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still failing after %v: %w", timeout, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

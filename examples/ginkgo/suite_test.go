@@ -7,6 +7,7 @@ package ginkgo
 import (
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -40,9 +41,13 @@ var _ = Describe("the echo workload", func() {
 	It("answers through its Service's DNS name", func(ctx SpecContext) {
 		pods, err := cluster.Kubectl(ctx, "get", "pods", "-l", "app=echo", "-o", "jsonpath={.items[0].metadata.name}")
 		Expect(err).NotTo(HaveOccurred())
-		res, err := cluster.PodExec(ctx, "default", pods.Stdout, "", "/echo", "get", "http://echo.default.svc.cluster.local/ginkgo")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.Stdout).To(ContainSubstring("path=/ginkgo"))
+		// kube-proxy programs a new Service's endpoints a moment after the
+		// rollout reports ready: poll, do not assume.
+		Eventually(func(g Gomega) {
+			res, err := cluster.PodExec(ctx, "default", pods.Stdout, "", "/echo", "get", "http://echo.default.svc.cluster.local/ginkgo")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.Stdout).To(ContainSubstring("path=/ginkgo"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	})
 
 	It("has every replica ready on the single node", func(ctx SpecContext) {
