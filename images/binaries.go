@@ -1,6 +1,7 @@
 package images
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -47,16 +48,49 @@ func kubernetesLDFlags(version string) string {
 
 // buildBinaries builds every program of the node and its component images
 // into b.binDir. The Go build cache makes this fast after the first time.
+//
+// Kubernetes comes first: its kubeadm names the etcd and CoreDNS versions
+// to build. A version that the checked-in nested module does not build is
+// built from a module derived for it (see deriveModule).
 func (b *builder) buildBinaries(ctx context.Context) error {
 	if err := os.MkdirAll(b.binDir, 0o755); err != nil {
 		return err
 	}
 	out := b.binDir + string(filepath.Separator)
 	src := b.cfg.sourceDir
+	moduleDir := func(name string) string { return filepath.Join(src, name) }
+	derived := map[string]string{}
 
+	if b.deriveKubernetes {
+		dir, err := b.deriveModule(ctx, moduleReq{dir: "kubernetes", path: kubernetesModule, version: b.res.KubernetesVersion})
+		if err != nil {
+			return err
+		}
+		derived["kubernetes"] = dir
+	}
 	k8s := []string{"build", "-trimpath", "-ldflags", kubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
 	for _, name := range kubernetesCommands {
-		k8s = append(k8s, "k8s.io/kubernetes/cmd/"+name)
+		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
+	}
+	if err := command(ctx, cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), goEnv, "go", k8s...); err != nil {
+		return err
+	}
+
+	refs, err := b.kubeadmImages(ctx)
+	if err != nil {
+		return err
+	}
+	b.components = refs
+	reqs, err := modulesToDerive(src, refs)
+	if err != nil {
+		return err
+	}
+	for _, req := range reqs {
+		dir, err := b.deriveModule(ctx, req)
+		if err != nil {
+			return err
+		}
+		derived[req.dir] = dir
 	}
 
 	containerdVersion, err := moduleVersion(filepath.Join(src, "containerd", "go.mod"), "github.com/containerd/containerd/v2")
@@ -75,16 +109,36 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		module string
 		args   []string
 	}{
-		{"kubernetes", k8s},
 		{"containerd", ctrd},
 		{"etcd", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "etcd"), "."}},
 		{"coredns", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "coredns"), "."}},
 		{"pause", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "pause"), "."}},
 	}
 	for _, bu := range builds {
-		if err := command(ctx, filepath.Join(src, bu.module), goEnv, "go", bu.args...); err != nil {
+		if err := command(ctx, cmp.Or(derived[bu.module], moduleDir(bu.module)), goEnv, "go", bu.args...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// modulesToDerive returns the etcd and CoreDNS modules to derive for the
+// images kubeadm expects: those whose version the checked-in nested module
+// (under sourceDir) does not build.
+func modulesToDerive(sourceDir string, refs []string) ([]moduleReq, error) {
+	reqs, err := componentModules(refs)
+	if err != nil {
+		return nil, err
+	}
+	var derive []moduleReq
+	for _, req := range reqs {
+		have, err := moduleVersion(filepath.Join(sourceDir, req.dir, "go.mod"), req.path)
+		if err != nil {
+			return nil, err
+		}
+		if have != req.version {
+			derive = append(derive, req)
+		}
+	}
+	return derive, nil
 }

@@ -36,10 +36,11 @@ type Logger interface {
 
 // Result describes the node image that Build built or found up to date.
 type Result struct {
-	// Image is the node image's plain reference, DefaultNodeImage.
+	// Image is the node image's plain reference, "kindtest/node:<version>"
+	// (DefaultNodeImage unless WithKubernetesVersion says otherwise).
 	Image string
 	// ContentImage is the same image under its content-derived tag,
-	// "kindtest/node:v1.37.2-<hash>".
+	// "kindtest/node:<version>-<hash>".
 	ContentImage string
 	// ContentHash is the full hash of the image's inputs.
 	ContentHash string
@@ -58,6 +59,9 @@ type buildConfig struct {
 	logger    Logger
 	sourceDir string
 	cacheDir  string
+	// kubernetesVersion is the version to build; "" means the one the
+	// checked-in images/kubernetes module requires.
+	kubernetesVersion string
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.
@@ -113,7 +117,8 @@ func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
 	if c.sourceDir == "" {
 		dir, err := findSourceDir()
 		if err != nil {
-			return nil, err
+			// Build still reads the options outside a checkout.
+			return c, err
 		}
 		c.sourceDir = dir
 	}
@@ -165,20 +170,29 @@ func (silent) Printf(string, ...any) {}
 // nothing changed only hashes the inputs and asks the engine for the tag.
 // Concurrent builds, in this process or others, wait for each other.
 // Outside a kindtest checkout (and without WithSourceDir), Build cannot
-// build: it returns DefaultNodeImage if the engine has it, and an error
-// saying how to build it otherwise.
+// build: it returns the node image of the Kubernetes version asked for
+// (DefaultNodeImage by default) if the engine has it, and an error saying
+// how to build it otherwise.
 func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	start := time.Now()
 	cfg, err := newBuildConfig(opts)
 	if errors.Is(err, errNoCheckout) {
-		return existingImage(ctx, start, err)
+		image := DefaultNodeImage
+		if cfg.kubernetesVersion != "" {
+			image = "kindtest/node:" + cfg.kubernetesVersion
+		}
+		return existingImage(ctx, start, image, err)
 	}
 	if err != nil {
 		return Result{}, err
 	}
-	version, err := moduleVersion(filepath.Join(cfg.sourceDir, "kubernetes", "go.mod"), "k8s.io/kubernetes")
+	checkedIn, err := moduleVersion(filepath.Join(cfg.sourceDir, "kubernetes", "go.mod"), kubernetesModule)
 	if err != nil {
 		return Result{}, err
+	}
+	version := checkedIn
+	if cfg.kubernetesVersion != "" {
+		version = cfg.kubernetesVersion
 	}
 	hash, err := contentHash(cfg.sourceDir, version)
 	if err != nil {
@@ -219,7 +233,8 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 		return res, err
 	}
 
-	b := &builder{cfg: cfg, cli: cli, res: res, binDir: filepath.Join(cfg.cacheDir, "bin", version)}
+	b := &builder{cfg: cfg, cli: cli, res: res, binDir: filepath.Join(cfg.cacheDir, "bin", version),
+		deriveKubernetes: version != checkedIn}
 	if err := b.run(ctx); err != nil {
 		return Result{}, fmt.Errorf("build node image %s: %w", res.ContentImage, err)
 	}
@@ -249,30 +264,30 @@ func (r Result) upToDate(ctx context.Context, cli *docker.Client) (bool, error) 
 }
 
 // existingImage serves callers outside a checkout (a suite that imports
-// kindtest as a module): DefaultNodeImage, if the engine has it, is used as
-// it is. noCheckout is the error returned when it does not.
-func existingImage(ctx context.Context, start time.Time, noCheckout error) (Result, error) {
+// kindtest as a module): the node image ref, if the engine has it, is used
+// as it is. noCheckout is the error returned when it does not.
+func existingImage(ctx context.Context, start time.Time, ref string, noCheckout error) (Result, error) {
 	cli, err := docker.New(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}
 	defer cli.Close()
-	img, err := cli.InspectImage(ctx, DefaultNodeImage)
+	img, err := cli.InspectImage(ctx, ref)
 	if docker.IsNotFound(err) {
-		return Result{}, fmt.Errorf("node image %s does not exist, and %w", DefaultNodeImage, noCheckout)
+		return Result{}, fmt.Errorf("node image %s does not exist, and %w", ref, noCheckout)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}
 	res := Result{
-		Image:             DefaultNodeImage,
-		ContentImage:      DefaultNodeImage,
+		Image:             ref,
+		ContentImage:      ref,
 		ContentHash:       img.Labels[LabelContentHash],
 		KubernetesVersion: img.Labels[LabelKubernetesVersion],
 		Duration:          time.Since(start),
 	}
 	if res.ContentHash != "" {
-		res.ContentImage = DefaultNodeImage + "-" + res.ContentHash[:min(hashLength, len(res.ContentHash))]
+		res.ContentImage = ref + "-" + res.ContentHash[:min(hashLength, len(res.ContentHash))]
 	}
 	return res, nil
 }

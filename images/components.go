@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -32,7 +34,9 @@ var components = map[string]component{
 	"pause":      {binary: "pause"},
 }
 
-// kubeadmImages asks the freshly built kubeadm which images it will run.
+// kubeadmImages asks the freshly built kubeadm which images it will run,
+// and adds the sandbox image that the node's containerd runs pods with if
+// kubeadm names another pause version.
 func (b *builder) kubeadmImages(ctx context.Context) ([]string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(b.binDir, "kubeadm"), "config", "images", "list",
 		"--kubernetes-version", b.res.KubernetesVersion)
@@ -45,7 +49,31 @@ func (b *builder) kubeadmImages(ctx context.Context) ([]string, error) {
 	if len(refs) == 0 {
 		return nil, fmt.Errorf("kubeadm config images list printed no image")
 	}
+	sandbox, err := sandboxImage(filepath.Join(b.cfg.sourceDir, "node", "containerd.toml"))
+	if err != nil {
+		return nil, err
+	}
+	if sandbox != "" && !slices.Contains(refs, sandbox) {
+		b.cfg.logger.Printf("  kubeadm %s expects %v; adding containerd's sandbox image %s", b.res.KubernetesVersion, refs, sandbox)
+		refs = append(refs, sandbox)
+	}
 	return refs, nil
+}
+
+// sandboxImage returns the pause image that the containerd configuration
+// at path pins for pod sandboxes, or "" if it names none.
+func sandboxImage(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read containerd configuration: %w", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		key, value, ok := strings.Cut(line, "=")
+		if ok && strings.TrimSpace(key) == "sandbox" {
+			return strings.Trim(strings.TrimSpace(value), `'"`), nil
+		}
+	}
+	return "", nil
 }
 
 // componentName returns the key into components of an image reference.
@@ -73,17 +101,14 @@ ENTRYPOINT ["/usr/local/bin/%[2]s"]
 // componentImages builds one image per image kubeadm expects, under the
 // exact reference kubeadm uses.
 func (b *builder) componentImages(ctx context.Context) error {
-	refs, err := b.kubeadmImages(ctx)
-	if err != nil {
-		return err
-	}
-	for _, ref := range refs {
+	for _, ref := range b.components {
 		c, ok := components[componentName(ref)]
 		if !ok {
 			return fmt.Errorf("kubeadm expects image %s, which kindtest does not know how to build", ref)
 		}
 		baseRef := ""
 		if c.base != nil {
+			var err error
 			if baseRef, _, err = c.base.ref(b.cfg.sourceDir); err != nil {
 				return err
 			}
@@ -97,7 +122,6 @@ func (b *builder) componentImages(ctx context.Context) error {
 		}
 		b.cfg.logger.Printf("  %s built", ref)
 	}
-	b.components = refs
 	return nil
 }
 

@@ -24,6 +24,9 @@ type builder struct {
 	cli    *docker.Client
 	res    Result
 	binDir string
+	// deriveKubernetes is set when the version to build is not the one
+	// the checked-in images/kubernetes module requires.
+	deriveKubernetes bool
 	// components are the images kubeadm expects, as it names them.
 	components []string
 }

@@ -92,11 +92,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 
 func build(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	logger := log.New(out, "", log.Ltime)
-	res, err := images.Build(ctx, images.WithLogger(logger))
+	res, err := images.Build(ctx, images.WithLogger(logger), images.WithKubernetesVersion(*version))
 	if err != nil {
 		return err
 	}
