@@ -34,6 +34,7 @@ type Cluster struct {
 	timings        []PhaseTiming
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
+	token             string // kubeadm bootstrap token for joining workers
 
 	// ready is set once setup succeeded; a reusable cluster that is not
 	// ready is removed, not kept.

@@ -185,6 +185,11 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
 			return c.nodeError(n, "set up node network", err)
 		}
+		if n.role == RoleControlPlane {
+			if err := c.prepareControlPlane(ctx, n); err != nil {
+				return err
+			}
+		}
 	}
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)

@@ -2,6 +2,7 @@ package kindtest
 
 import (
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,8 +58,19 @@ bootstrapTokens:
 localAPIEndpoint:
   advertiseAddress: %[2]s
   bindPort: %[3]d
+# Everything up to starting the kubelet ran before the node booted (see
+# prebootPhases); preflight checks a host, and this is not one. The kubelet
+# keeps the client certificate kubeadm wrote rather than being restarted to
+# rotate it, and kindtest deploys CoreDNS itself (see coreDNSManifestScript).
 skipPhases:
 - preflight
+- certs
+- kubeconfig
+- etcd
+- control-plane
+- kubelet-start
+- kubelet-finalize
+- addon/coredns
 nodeRegistration:
 %[4]s%[5]s
 ---
@@ -116,6 +128,61 @@ iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
 		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig())
+}
+
+// prebootPhases are the kubeadm init phases that only write files: run on
+// the control plane before systemd boots, they let the kubelet start the
+// control plane's static pods as soon as the node is up, instead of after
+// a restart once kubeadm has written them.
+var prebootPhases = []string{"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start"}
+
+// coreDNSManifest is where the control plane keeps the CoreDNS manifests
+// kindtest deploys.
+const coreDNSManifest = "/etc/kindtest/coredns.yaml"
+
+// fitCoreDNS adjusts the CoreDNS manifests kubeadm prints to a test
+// cluster: one replica per node up to two, and a readiness probe every
+// second instead of every ten (the first probe of a pod on a freshly started
+// kubelet comes at a random point within the period, which alone could cost
+// ten seconds). The Deployment goes last, after the service account its
+// pods need, so that no pod creation fails and waits for a retry.
+func fitCoreDNS(manifest string, replicas int) (string, error) {
+	var docs []string
+	deployment := ""
+	for _, doc := range strings.Split(manifest, "\n---\n") {
+		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---\n")
+		if doc == "" {
+			continue
+		}
+		if !strings.Contains(doc, "\nkind: Deployment\n") {
+			docs = append(docs, doc)
+			continue
+		}
+		lines := strings.Split(doc, "\n")
+		var out []string
+		var replaced, probed bool
+		for _, l := range lines {
+			switch {
+			case strings.HasPrefix(l, "  replicas: "):
+				l = fmt.Sprintf("  replicas: %d", replicas)
+				replaced = true
+			case strings.TrimSpace(l) == "readinessProbe:":
+				indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
+				out = append(out, l)
+				l = indent + "  periodSeconds: 1"
+				probed = true
+			}
+			out = append(out, l)
+		}
+		if !replaced || !probed {
+			return "", errors.New("kubeadm's CoreDNS Deployment has no replicas or readinessProbe line to adjust")
+		}
+		deployment = strings.Join(out, "\n")
+	}
+	if deployment == "" {
+		return "", errors.New("kubeadm's CoreDNS manifests have no Deployment")
+	}
+	return strings.Join(append(docs, deployment), "\n---\n") + "\n", nil
 }
 
 // kubeadmJoinConfig is a worker's kubeadm configuration.

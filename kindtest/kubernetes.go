@@ -59,21 +59,20 @@ iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
 // waits until the cluster is really ready.
 func (c *Cluster) setupKubernetes(ctx context.Context) error {
 	cp := c.ControlPlane()
-	token := newBootstrapToken()
+	token := c.token
 	if err := c.phase("init", func() error {
-		cfg := kubeadmInitConfig(c.name, c.kubernetesVersion, cp, token, len(c.nodes) == 1)
-		return c.kubeadm(ctx, cp, cfg, "init", "--skip-token-print", "--skip-certificate-key-print")
+		return c.kubeadm(ctx, cp, "", "init", "--skip-token-print", "--skip-certificate-key-print")
 	}); err != nil {
 		return err
 	}
 	if err := c.phase("kubeconfig", func() error { return c.fetchKubeconfig(ctx) }); err != nil {
 		return err
 	}
-	// Workers join while CoreDNS is tuned: both only need the API server.
+	// Workers join while CoreDNS is deployed: both only need the API server.
 	if err := c.phase("join", func() error {
 		return concurrent.Each(len(c.nodes), func(i int) error {
 			if i == 0 {
-				return c.tuneCoreDNS(ctx)
+				return c.deployCoreDNS(ctx)
 			}
 			n := c.nodes[i]
 			return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, token), "join")
@@ -84,25 +83,65 @@ func (c *Cluster) setupKubernetes(ctx context.Context) error {
 	return c.phase("ready", func() error { return c.waitReady(ctx) })
 }
 
-// tuneCoreDNS makes kubeadm's CoreDNS fit a test cluster: one replica per
-// node up to two, and a readiness probe every second rather than every ten
-// (the first probe of a pod on a freshly started kubelet comes at a random
-// point within the period, which alone cost up to ten seconds).
-func (c *Cluster) tuneCoreDNS(ctx context.Context) error {
-	replicas := min(len(c.nodes), 2)
-	patch := fmt.Sprintf(`[{"op":"replace","path":"/spec/replicas","value":%d},`+
-		`{"op":"replace","path":"/spec/template/spec/containers/0/readinessProbe/periodSeconds","value":1}]`, replicas)
-	if _, err := c.Kubectl(ctx, "-n", "kube-system", "patch", "deployment", "coredns", "--type=json", "-p", patch); err != nil {
-		return fmt.Errorf("cluster %s: tune CoreDNS: %w", c.name, err)
+// deployCoreDNS applies the CoreDNS manifests written before boot.
+func (c *Cluster) deployCoreDNS(ctx context.Context) error {
+	if _, err := c.Kubectl(ctx, "create", "-f", coreDNSManifest); err != nil {
+		return fmt.Errorf("cluster %s: deploy CoreDNS: %w", c.name, err)
 	}
 	return nil
 }
 
-// kubeadm writes cfg to the node and runs kubeadm with it.
-func (c *Cluster) kubeadm(ctx context.Context, n *Node, cfg string, args ...string) error {
+// prepareControlPlane writes the control plane's kubeadm configuration
+// and runs the init phases that need no running system, before boot.
+func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
+	c.token = newBootstrapToken()
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1)); err != nil {
+		return err
+	}
+	var script strings.Builder
+	// Output and errors go to one stream, kept in the node for log export.
+	script.WriteString("set -e\nexec 2>&1\n")
+	for _, p := range prebootPhases {
+		fmt.Fprintf(&script, "kubeadm init phase %s --config %s\n", p, kubeadmConfigPath)
+	}
+	// kubelet-start cannot restart the kubelet before systemd runs, and
+	// says so on stderr; systemd starts it with its configuration at boot.
+	res, err := cp.Exec(ctx, "sh", "-c", script.String())
+	_, _ = cp.ExecInput(context.WithoutCancel(ctx), strings.NewReader(res.Stdout), "sh", "-c", "cat > /etc/kindtest/kubeadm-preboot.log")
+	if err != nil {
+		return c.nodeError(cp, "kubeadm init phases before boot", err)
+	}
+	// kindtest deploys CoreDNS itself, from kubeadm's manifests fitted to
+	// a test cluster.
+	printed, err := cp.Exec(ctx, "kubeadm", "init", "phase", "addon", "coredns", "--print-manifest", "--config", kubeadmConfigPath)
+	if err != nil {
+		return c.nodeError(cp, "print CoreDNS manifests", err)
+	}
+	manifest, err := fitCoreDNS(printed.Stdout, min(len(c.nodes), 2))
+	if err != nil {
+		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
+	}
+	if _, err := cp.ExecInput(ctx, strings.NewReader(manifest), "sh", "-c", "cat > "+coreDNSManifest); err != nil {
+		return c.nodeError(cp, "write CoreDNS manifests", err)
+	}
+	return nil
+}
+
+func (c *Cluster) writeKubeadmConfig(ctx context.Context, n *Node, cfg string) error {
 	write := "mkdir -p " + filepath.Dir(kubeadmConfigPath) + " && cat > " + kubeadmConfigPath
 	if _, err := n.ExecInput(ctx, strings.NewReader(cfg), "sh", "-c", write); err != nil {
 		return c.nodeError(n, "write kubeadm config", err)
+	}
+	return nil
+}
+
+// kubeadm runs kubeadm on the node with the configuration cfg, or with the
+// one already written when cfg is "".
+func (c *Cluster) kubeadm(ctx context.Context, n *Node, cfg string, args ...string) error {
+	if cfg != "" {
+		if err := c.writeKubeadmConfig(ctx, n, cfg); err != nil {
+			return err
+		}
 	}
 	cmd := append([]string{"kubeadm"}, args...)
 	cmd = append(cmd, "--config", kubeadmConfigPath)
