@@ -11,4 +11,10 @@
 // coredns/, pause/), which the library's own go.mod never sees. Build hashes
 // those inputs, and an image whose content-derived tag already exists is not
 // built again.
+//
+// The Kubernetes version is one build parameter (WithKubernetesVersion),
+// carried by the image tag and label. For a version other than the one
+// images/kubernetes requires, Build derives the nested modules for it in its
+// cache directory, with etcd and CoreDNS at the versions that version's
+// kubeadm expects.
 package images
