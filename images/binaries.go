@@ -53,10 +53,6 @@ func kubernetesLDFlags(version string) string {
 // to build. A version that the checked-in nested module does not build is
 // built from a module derived for it (see deriveModule).
 func (b *builder) buildBinaries(ctx context.Context) error {
-	if err := os.MkdirAll(b.binDir, 0o755); err != nil {
-		return err
-	}
-	out := b.binDir + string(filepath.Separator)
 	src := b.cfg.sourceDir
 	moduleDir := func(name string) string { return filepath.Join(src, name) }
 	derived := map[string]string{}
@@ -68,6 +64,12 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		}
 		derived["kubernetes"] = dir
 	}
+	// Made only now, so that a version the proxy does not serve leaves no
+	// empty directory behind.
+	if err := os.MkdirAll(b.binDir, 0o755); err != nil {
+		return err
+	}
+	out := b.binDir + string(filepath.Separator)
 	k8s := []string{"build", "-trimpath", "-ldflags", kubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
 	for _, name := range kubernetesCommands {
 		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
