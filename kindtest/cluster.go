@@ -32,6 +32,7 @@ type Cluster struct {
 	workDir        string // holds the kubeconfig file
 	ownsWorkDir    bool   // Delete removes workDir
 	timings        []PhaseTiming
+	timingsMu      sync.Mutex // phases may run side by side
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
@@ -148,7 +149,11 @@ func (c *Cluster) Labels() map[string]string {
 }
 
 // Timings returns how long each phase of creation took.
-func (c *Cluster) Timings() []PhaseTiming { return append([]PhaseTiming(nil), c.timings...) }
+func (c *Cluster) Timings() []PhaseTiming {
+	c.timingsMu.Lock()
+	defer c.timingsMu.Unlock()
+	return append([]PhaseTiming(nil), c.timings...)
+}
 
 // phase runs one step of creation, logging and recording its duration.
 func (c *Cluster) phase(name string, fn func() error) error {
@@ -159,7 +164,9 @@ func (c *Cluster) phase(name string, fn func() error) error {
 		c.log.Printf("kindtest: %s: %s failed after %v", c.name, name, d.Round(time.Millisecond))
 		return err
 	}
+	c.timingsMu.Lock()
 	c.timings = append(c.timings, PhaseTiming{Phase: name, Duration: d})
+	c.timingsMu.Unlock()
 	c.log.Printf("kindtest: %s: %s done in %v", c.name, name, d.Round(time.Millisecond))
 	return nil
 }

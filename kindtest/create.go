@@ -63,15 +63,24 @@ func (c *Cluster) create(ctx context.Context) error {
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}
-	if err := c.phase("boot", func() error {
-		return concurrent.Each(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
+	if err := c.phase("provision", func() error {
+		return concurrent.Each(n, func(i int) error { return c.prepareNode(ctx, c.nodes[i]) })
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}
+	waitBoot := func(ctx context.Context) error {
+		return c.phase("boot", func() error {
+			return concurrent.Each(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
+		})
+	}
+	var err error
 	if c.cfg.kubernetes {
-		if err := c.setupKubernetes(ctx); err != nil {
-			return c.wrapCtx(ctx, err)
-		}
+		err = c.setupKubernetes(ctx, waitBoot)
+	} else {
+		err = waitBoot(ctx)
+	}
+	if err != nil {
+		return c.wrapCtx(ctx, err)
 	}
 	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
 	return nil
@@ -177,20 +186,28 @@ mount --make-rshared /
 cat /proc/sys/kernel/random/uuid | tr -d - > /etc/machine-id
 `
 
+// prepareNode sets up what a node needs before it boots: its pod network
+// and DNS and, on the control plane, kubeadm's files, side by side.
+func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
+	if !c.cfg.kubernetes {
+		return nil
+	}
+	steps := []func() error{func() error {
+		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
+			return c.nodeError(n, "set up node network", err)
+		}
+		return nil
+	}}
+	if n.role == RoleControlPlane {
+		steps = append(steps, func() error { return c.prepareControlPlane(ctx, n) })
+	}
+	return concurrent.Each(len(steps), func(i int) error { return steps[i]() })
+}
+
 // bootNode sends the boot signal and waits until systemd reports the
 // system running (or degraded: a unit failed, which diagnostics will show
 // if it matters).
 func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
-	if c.cfg.kubernetes {
-		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
-			return c.nodeError(n, "set up node network", err)
-		}
-		if n.role == RoleControlPlane {
-			if err := c.prepareControlPlane(ctx, n); err != nil {
-				return err
-			}
-		}
-	}
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)
 	}

@@ -119,7 +119,7 @@ func (h *phaseHook) Printf(format string, args ...any) {
 func TestCancelAtEachPhase(t *testing.T) {
 	dc := engine(t)
 	img := nodeImage(t, dc)
-	for _, phase := range []string{"creating cluster", "network done", "containers done", "boot done", "init done", "join done"} {
+	for _, phase := range []string{"creating cluster", "network done", "containers done", "provision done", "boot done", "init done", "join done"} {
 		t.Run(phase, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -61,7 +61,7 @@ localAPIEndpoint:
 # Everything up to starting the kubelet ran before the node booted (see
 # prebootPhases); preflight checks a host, and this is not one. The kubelet
 # keeps the client certificate kubeadm wrote rather than being restarted to
-# rotate it, and kindtest deploys CoreDNS itself (see coreDNSManifestScript).
+# rotate it, and kindtest applies the add-ons itself (see kubeadmInit).
 skipPhases:
 - preflight
 - certs
@@ -71,6 +71,7 @@ skipPhases:
 - kubelet-start
 - kubelet-finalize
 - addon/coredns
+- addon/kube-proxy
 nodeRegistration:
 %[4]s%[5]s
 ---
@@ -136,17 +137,22 @@ iptables:
 // a restart once kubeadm has written them.
 var prebootPhases = []string{"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start"}
 
-// coreDNSManifest is where the control plane keeps the CoreDNS manifests
-// kindtest deploys.
-const coreDNSManifest = "/etc/kindtest/coredns.yaml"
+// Where the control plane keeps the add-on manifests kindtest applies, and
+// what applying them said.
+const (
+	addonsManifest = "/etc/kindtest/addons.yaml"
+	addonsLog      = "/etc/kindtest/addons.log"
+)
 
 // fitCoreDNS adjusts the CoreDNS manifests kubeadm prints to a test
 // cluster: one replica per node up to two, and a readiness probe every
 // second instead of every ten (the first probe of a pod on a freshly started
 // kubelet comes at a random point within the period, which alone could cost
-// ten seconds). The Deployment goes last, after the service account its
+// ten seconds). CoreDNS reaches the API server at its node address rather
+// than through the kubernetes Service, so that it is ready without waiting
+// for kube-proxy to program that Service. The Deployment goes last, after the service account its
 // pods need, so that no pod creation fails and waits for a retry.
-func fitCoreDNS(manifest string, replicas int) (string, error) {
+func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (string, error) {
 	var docs []string
 	deployment := ""
 	for _, doc := range strings.Split(manifest, "\n---\n") {
@@ -168,7 +174,13 @@ func fitCoreDNS(manifest string, replicas int) (string, error) {
 				replaced = true
 			case strings.TrimSpace(l) == "readinessProbe:":
 				indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
-				out = append(out, l)
+				out = append(out,
+					indent+"env:",
+					indent+"- name: KUBERNETES_SERVICE_HOST",
+					indent+"  value: "+apiHost,
+					indent+"- name: KUBERNETES_SERVICE_PORT",
+					fmt.Sprintf("%s  value: \"%d\"", indent, apiPort),
+					l)
 				l = indent + "  periodSeconds: 1"
 				probed = true
 			}

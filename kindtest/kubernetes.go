@@ -57,36 +57,99 @@ iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
 // setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm
 // init on the control plane, kubeadm join on the workers in parallel, then
 // waits until the cluster is really ready.
-func (c *Cluster) setupKubernetes(ctx context.Context) error {
+//
+// kubeadm init starts as soon as the boot signals are sent, while waitBoot
+// waits for systemd on every node: init's first step waits for the API
+// server anyway. A failed boot cancels init and is the error reported.
+func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Context) error) error {
 	cp := c.ControlPlane()
-	token := c.token
-	if err := c.phase("init", func() error {
-		return c.kubeadm(ctx, cp, "", "init", "--skip-token-print", "--skip-certificate-key-print")
-	}); err != nil {
-		return err
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var bootErr, initErr error
+	concurrent.Each(2, func(i int) error {
+		if i == 0 {
+			if bootErr = waitBoot(ictx); bootErr != nil {
+				cancel()
+			}
+		} else {
+			initErr = c.phase("init", func() error { return c.kubeadmInit(ictx, cp) })
+		}
+		return nil
+	})
+	if bootErr != nil {
+		return bootErr
+	}
+	if initErr != nil {
+		return initErr
 	}
 	if err := c.phase("kubeconfig", func() error { return c.fetchKubeconfig(ctx) }); err != nil {
 		return err
 	}
-	// Workers join while CoreDNS is deployed: both only need the API server.
-	if err := c.phase("join", func() error {
-		return concurrent.Each(len(c.nodes), func(i int) error {
-			if i == 0 {
-				return c.deployCoreDNS(ctx)
+	if len(c.nodes) > 1 {
+		if err := c.phase("join", func() error {
+			// kubeadm join retries discovery only every 5 s: start it once
+			// the controller-manager has signed cluster-info for the token.
+			if err := c.waitClusterInfoSigned(ctx); err != nil {
+				return err
 			}
-			n := c.nodes[i]
-			return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, token), "join")
-		})
-	}); err != nil {
-		return err
+			return concurrent.Each(len(c.nodes)-1, func(i int) error {
+				n := c.nodes[i+1]
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token), "join")
+			})
+		}); err != nil {
+			return err
+		}
 	}
 	return c.phase("ready", func() error { return c.waitReady(ctx) })
 }
 
-// deployCoreDNS applies the CoreDNS manifests written before boot.
-func (c *Cluster) deployCoreDNS(ctx context.Context) error {
-	if _, err := c.Kubectl(ctx, "create", "-f", coreDNSManifest); err != nil {
-		return fmt.Errorf("cluster %s: deploy CoreDNS: %w", c.name, err)
+// waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
+// bootstrap token's signature, which workers' discovery checks.
+func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.name, err)
+	}
+	defer api.close()
+	key := "jws-kubeconfig-" + strings.SplitN(c.token, ".", 2)[0]
+	var last error
+	err = waitFor(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if last = api.get(ctx, "/api/v1/namespaces/kube-public/configmaps/cluster-info", &cm); last != nil {
+			return false, nil
+		}
+		return cm.Data[key] != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: cluster-info not signed for the bootstrap token (is the controller-manager running?): %w (last answer: %v)", c.name, err, last)
+	}
+	return nil
+}
+
+// kubeadmInit runs the rest of kubeadm init on the control plane. The
+// kube-proxy and CoreDNS manifests are applied as soon as the API server
+// lets the admin in, while kubeadm is still busy with its later phases
+// (its API client is rate-limited to 5 requests a second).
+func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
+	script := fmt.Sprintf(`set -e
+(
+  until curl -ksf --max-time 1 https://127.0.0.1:%[1]d/readyz >/dev/null; do sleep 0.1; done
+  for i in $(seq 300); do
+    kubectl --kubeconfig %[2]s apply -f %[3]s >%[4]s 2>&1 && exit 0
+    sleep 0.2
+  done
+  exit 1
+) &
+addons=$!
+kubeadm init --config %[5]s --skip-token-print --skip-certificate-key-print -v=4 >%[6]s 2>&1 || { cat %[6]s; exit 1; }
+if ! wait $addons; then
+  echo "applying the kube-proxy and CoreDNS manifests failed:"; cat %[4]s; exit 1
+fi
+`, apiServerPort, adminKubeconfig, addonsManifest, addonsLog, kubeadmConfigPath, "/etc/kindtest/kubeadm-init.log")
+	if _, err := cp.sh(ctx, script); err != nil {
+		return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}
 	}
 	return nil
 }
@@ -100,30 +163,51 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	}
 	var script strings.Builder
 	// Output and errors go to one stream, kept in the node for log export.
-	script.WriteString("set -e\nexec 2>&1\n")
+	script.WriteString("set -e\nexec >/etc/kindtest/kubeadm-preboot.log 2>&1\n")
 	for _, p := range prebootPhases {
 		fmt.Fprintf(&script, "kubeadm init phase %s --config %s\n", p, kubeadmConfigPath)
 	}
-	// kubelet-start cannot restart the kubelet before systemd runs, and
-	// says so on stderr; systemd starts it with its configuration at boot.
-	res, err := cp.Exec(ctx, "sh", "-c", script.String())
-	_, _ = cp.ExecInput(context.WithoutCancel(ctx), strings.NewReader(res.Stdout), "sh", "-c", "cat > /etc/kindtest/kubeadm-preboot.log")
+	// kindtest applies the kube-proxy and CoreDNS add-ons itself, from
+	// kubeadm's own manifests, CoreDNS's fitted to a test cluster. The
+	// three kubeadm runs are independent.
+	var proxy, dns string
+	err := concurrent.Each(3, func(i int) error {
+		switch i {
+		case 0:
+			// kubelet-start cannot restart the kubelet before systemd
+			// runs, and says so; systemd starts it configured at boot.
+			if _, err := cp.sh(ctx, script.String()); err != nil {
+				log, _ := cp.run(context.WithoutCancel(ctx), "cat", "/etc/kindtest/kubeadm-preboot.log")
+				return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err, Diagnostics: log}
+			}
+			return nil
+		case 1:
+			return c.printAddon(ctx, cp, "kube-proxy", &proxy)
+		default:
+			return c.printAddon(ctx, cp, "coredns", &dns)
+		}
+	})
 	if err != nil {
-		return c.nodeError(cp, "kubeadm init phases before boot", err)
+		return err
 	}
-	// kindtest deploys CoreDNS itself, from kubeadm's manifests fitted to
-	// a test cluster.
-	printed, err := cp.Exec(ctx, "kubeadm", "init", "phase", "addon", "coredns", "--print-manifest", "--config", kubeadmConfigPath)
-	if err != nil {
-		return c.nodeError(cp, "print CoreDNS manifests", err)
-	}
-	manifest, err := fitCoreDNS(printed.Stdout, min(len(c.nodes), 2))
+	dns, err = fitCoreDNS(dns, min(len(c.nodes), 2), cp.ip, apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	if _, err := cp.ExecInput(ctx, strings.NewReader(manifest), "sh", "-c", "cat > "+coreDNSManifest); err != nil {
-		return c.nodeError(cp, "write CoreDNS manifests", err)
+	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
+	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
+		return c.nodeError(cp, "write add-on manifests", err)
 	}
+	return nil
+}
+
+// printAddon has kubeadm print an add-on's manifests into out.
+func (c *Cluster) printAddon(ctx context.Context, cp *Node, name string, out *string) error {
+	res, err := cp.Exec(ctx, "kubeadm", "init", "phase", "addon", name, "--print-manifest", "--config", kubeadmConfigPath)
+	if err != nil {
+		return c.nodeError(cp, "print "+name+" manifests", err)
+	}
+	*out = res.Stdout
 	return nil
 }
 

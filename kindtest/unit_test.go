@@ -176,7 +176,7 @@ kind: ServiceAccount
 metadata:
   name: coredns
 `
-	out, err := fitCoreDNS(printed, 1)
+	out, err := fitCoreDNS(printed, 1, "172.18.0.2", 6443)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,13 +184,14 @@ metadata:
 	if !strings.HasPrefix(out, want) {
 		t.Errorf("the service account must come before the Deployment:\n%s", out)
 	}
-	if !strings.Contains(out, "\n  replicas: 1\n") || !strings.Contains(out, "        readinessProbe:\n          periodSeconds: 1\n          httpGet:") {
+	if !strings.Contains(out, "\n  replicas: 1\n") || !strings.Contains(out, "        readinessProbe:\n          periodSeconds: 1\n          httpGet:") ||
+		!strings.Contains(out, "        env:\n        - name: KUBERNETES_SERVICE_HOST\n          value: 172.18.0.2\n        - name: KUBERNETES_SERVICE_PORT\n          value: \"6443\"\n") {
 		t.Errorf("replicas or probe period not adjusted:\n%s", out)
 	}
-	if _, err := fitCoreDNS(strings.ReplaceAll(printed, "readinessProbe", "livenessProbe"), 1); err == nil {
+	if _, err := fitCoreDNS(strings.ReplaceAll(printed, "readinessProbe", "livenessProbe"), 1, "h", 1); err == nil {
 		t.Error("a Deployment without a readiness probe: no error")
 	}
-	if _, err := fitCoreDNS("apiVersion: v1\nkind: ServiceAccount\n", 1); err == nil {
+	if _, err := fitCoreDNS("apiVersion: v1\nkind: ServiceAccount\n", 1, "h", 1); err == nil {
 		t.Error("no Deployment: no error")
 	}
 }
