@@ -343,8 +343,8 @@ func TestUnprivilegedEngine(t *testing.T) {
 	// privileged containers (this build machine lacks CAP_SYS_RESOURCE and
 	// runs dockerd with a runtime that drops it), plain runc cannot start a
 	// privileged container: the failure kindtest must explain.
-	var hook *phaseHook
-	hook = &phaseHook{t: t, marker: "\x00"}
+	// A marker that never appears: the hook only records the cluster name.
+	hook := &phaseHook{t: t, marker: "\x00"}
 	c, err := kindtest.New(context.Background(), kindtest.WithImage(img), kindtest.WithoutKubernetes(),
 		kindtest.WithRuntimeForTest("runc"), kindtest.WithLogger(hook))
 	if err == nil {

@@ -28,7 +28,10 @@ const reaperPort = 7770
 
 var (
 	reaperOnce sync.Once
-	reaperConn net.Conn // held open for the life of the process
+	// reaperConn is held open for the life of the process. It is kept in a
+	// package variable so that the garbage collector never finalizes it:
+	// that would close it and make the reaper remove live clusters.
+	reaperConn net.Conn
 )
 
 // ensureReaper starts this process's reaper once and connects to it. The

@@ -27,7 +27,8 @@ import (
 const usage = `usage: kindtest <command> [flags]
 
 commands:
-  build            build the node and reaper images (skipped when up to date)
+  build            build the node and reaper images (skipped when up to date;
+                   -kubernetes-version vX.Y.Z for another Kubernetes)
   list             list clusters with their owner and age
   delete NAME...   delete clusters
   prune [-all]     delete clusters whose owning process is gone (-all: every cluster)
