@@ -73,16 +73,25 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 	return c, nil
 }
 
-// prepare validates options, connects to the engine and checks the image,
-// all before anything is created, and names the cluster.
-func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
+// connect validates the options, then connects to the engine.
+func connect(ctx context.Context, opts []Option) (*config, *docker.Client, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
-		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
 	}
 	dc, err := docker.New(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("kindtest: %w", err)
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
+	}
+	return cfg, dc, nil
+}
+
+// prepare validates options, connects to the engine and checks the image,
+// all before anything is created, and names the cluster.
+func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
+	cfg, dc, err := connect(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
 	img, err := dc.InspectImage(ctx, cfg.image)
 	if err != nil {

@@ -170,13 +170,9 @@ func sweepOrphans(ctx context.Context, dc *docker.Client, log Logger) {
 // created in SynchronizedBeforeSuite. Deleting an attached cluster removes
 // it for everyone.
 func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) {
-	cfg, err := newConfig(opts)
+	cfg, dc, err := connect(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
-	}
-	dc, err := docker.New(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("kindtest: %w", err)
+		return nil, err
 	}
 	c := &Cluster{cfg: cfg, docker: dc, log: cfg.logger}
 	if err := c.attach(ctx, name); err != nil {
