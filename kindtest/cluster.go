@@ -102,7 +102,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
 	sweepOrphans(ctx, dc, cfg.logger)
-	ensureReaper(ctx, dc, cfg.logger)
+	ensureReaper(cfg.logger)
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	labels := clusterLabels(name, now, cfg.keep)

@@ -59,7 +59,11 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
 	if err := c.phase("containers", func() error {
-		return concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
+		err := concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
+		// The reaper starts alongside; from here on a killed process must
+		// find it watching.
+		waitReaper(ctx)
+		return err
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}

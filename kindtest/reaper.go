@@ -28,24 +28,45 @@ const reaperPort = 7770
 
 var (
 	reaperOnce sync.Once
+	reaperDone = make(chan struct{}) // closed once the reaper is up, or failed
 	// reaperConn is held open for the life of the process. It is kept in a
 	// package variable so that the garbage collector never finalizes it:
 	// that would close it and make the reaper remove live clusters.
 	reaperConn net.Conn
 )
 
-// ensureReaper starts this process's reaper once and connects to it. The
-// connection is never closed by the process: its end, however the process
-// ends, is the reaper's signal. Without a reaper (no image, an engine not
-// reached through a local socket, or KINDTEST_REAPER=off) the clusters of a
-// killed process are removed by the next Start's sweep instead; that is
-// logged, not fatal.
-func ensureReaper(ctx context.Context, dc *docker.Client, log Logger) {
+// ensureReaper starts this process's reaper once, in the background, and
+// connects to it; waitReaper waits for that. The connection is never closed
+// by the process: its end, however the process ends, is the reaper's
+// signal. Without a reaper (no image, an engine not reached through a local
+// socket, or KINDTEST_REAPER=off) the clusters of a killed process are
+// removed by the next Start's sweep instead; that is logged, not fatal.
+func ensureReaper(log Logger) {
 	reaperOnce.Do(func() {
-		if err := startReaper(ctx, dc); err != nil {
-			log.Printf("kindtest: no reaper for this process (%v): should it be killed, its clusters are removed by the next Start or by `kindtest prune`", err)
-		}
+		go func() {
+			defer close(reaperDone)
+			// Its own client and context: the first cluster's may be gone
+			// before the reaper is up.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			dc, err := docker.New(ctx)
+			if err == nil {
+				defer dc.Close()
+				err = startReaper(ctx, dc)
+			}
+			if err != nil {
+				log.Printf("kindtest: no reaper for this process (%v): should it be killed, its clusters are removed by the next Start or by `kindtest prune`", err)
+			}
+		}()
 	})
+}
+
+// waitReaper waits until ensureReaper's work is done, or ctx ends.
+func waitReaper(ctx context.Context) {
+	select {
+	case <-reaperDone:
+	case <-ctx.Done():
+	}
 }
 
 func startReaper(ctx context.Context, dc *docker.Client) error {
