@@ -204,7 +204,7 @@ func (c *Cluster) remove(ctx context.Context) error {
 			defer cancel()
 		}
 		start := time.Now()
-		c.deleteErr = c.docker.RemoveLabelled(ctx, map[string]string{LabelCluster: c.name})
+		c.deleteErr = removeCluster(ctx, c.docker, c.name)
 		if c.ownsWorkDir {
 			c.deleteErr = errors.Join(c.deleteErr, os.RemoveAll(c.workDir))
 		}
@@ -214,6 +214,16 @@ func (c *Cluster) remove(ctx context.Context) error {
 		c.docker.Close()
 	})
 	return c.deleteErr
+}
+
+// removeCluster removes every resource labelled with the cluster's name,
+// and its reuse lock file if it has one.
+func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
+	err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
+	if err == nil {
+		_ = os.Remove(reuseLockPath(name)) // most clusters have none
+	}
+	return err
 }
 
 // inspectHint tells a person how to look at a kept cluster and remove it.

@@ -100,7 +100,7 @@ func DeleteCluster(ctx context.Context, name string) error {
 	}
 	for _, ci := range all {
 		if ci.Name == name {
-			return dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
+			return removeCluster(ctx, dc, name)
 		}
 	}
 	return fmt.Errorf("delete cluster %s: no such cluster (see `kindtest list`)", name)
@@ -139,7 +139,7 @@ func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, 
 		if scope == PruneOrphans && (ci.OwnerAlive || (ci.Keep != "" && ci.Keep != KeepNever.String())) {
 			continue
 		}
-		if err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: ci.Name}); err != nil {
+		if err := removeCluster(ctx, dc, ci.Name); err != nil {
 			errs = append(errs, err)
 			continue
 		}

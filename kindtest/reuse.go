@@ -36,11 +36,11 @@ func reuseHash(cfg *config, imageID string) string {
 // is an flock: the kernel drops it when the process ends, however it ends,
 // so a crashed run never keeps a cluster from being reused.
 func reuseLock(cluster string) (*os.File, bool, error) {
-	dir := filepath.Join(os.TempDir(), "kindtest-reuse")
-	if err := os.MkdirAll(dir, 0o777); err != nil {
+	path := reuseLockPath(cluster)
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
 		return nil, false, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, cluster+".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
 		return nil, false, err
 	}
@@ -52,6 +52,12 @@ func reuseLock(cluster string) (*os.File, bool, error) {
 		return nil, false, err
 	}
 	return f, true, nil
+}
+
+// reuseLockPath is where the lock file of a cluster lives; removing the
+// cluster removes it too.
+func reuseLockPath(cluster string) string {
+	return filepath.Join(os.TempDir(), "kindtest-reuse", cluster+".lock")
 }
 
 // setup gives c a ready cluster: in reuse mode an idle one of the same
@@ -115,7 +121,7 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		}
 		if err != nil {
 			c.log.Printf("kindtest: removing reusable cluster %s, unusable: %v", name, err)
-			if rerr := c.docker.RemoveLabelled(ctx, map[string]string{LabelCluster: name}); rerr != nil {
+			if rerr := removeCluster(ctx, c.docker, name); rerr != nil {
 				lock.Close()
 				return false, rerr
 			}
