@@ -140,7 +140,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	if err != nil {
 		return c.nodeError(n, "inspect container", err)
 	}
-	n.ip, n.gateway = info.IPs[c.name], info.Gateways[c.name]
+	n.ip = info.IPs[c.name]
 	if n.role == RoleControlPlane {
 		c.apiServer = "https://" + info.Ports[fmt.Sprintf("%d/tcp", apiServerPort)]
 	}

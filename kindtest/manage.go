@@ -205,7 +205,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 		if !info.Running {
 			return fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
 		}
-		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], gateway: info.Gateways[name], docker: c.docker}
+		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], docker: c.docker}
 		if i == 0 {
 			c.labels = map[string]string{}
 			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep, LabelReuse} {

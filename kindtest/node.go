@@ -11,13 +11,12 @@ import (
 
 // Node is one node container of a cluster.
 type Node struct {
-	name    string
-	id      string
-	role    string
-	index   int
-	ip      string
-	gateway string
-	docker  *docker.Client
+	name   string
+	id     string
+	role   string
+	index  int
+	ip     string
+	docker *docker.Client
 }
 
 // Name is the node's container name, host name and Kubernetes node name.

@@ -66,8 +66,6 @@ type Container struct {
 	ExitCode int
 	// IPs by network name.
 	IPs map[string]string
-	// Gateways by network name.
-	Gateways map[string]string
 	// Ports maps "6443/tcp" to the host address it is published on.
 	Ports map[string]string
 }
@@ -154,11 +152,10 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		return Container{}, fmt.Errorf("inspect container %s: %w", id, err)
 	}
 	out := Container{
-		ID:       info.ID,
-		Name:     strings.TrimPrefix(info.Name, "/"),
-		IPs:      map[string]string{},
-		Gateways: map[string]string{},
-		Ports:    map[string]string{},
+		ID:    info.ID,
+		Name:  strings.TrimPrefix(info.Name, "/"),
+		IPs:   map[string]string{},
+		Ports: map[string]string{},
 	}
 	if info.Config != nil {
 		out.Image = info.Config.Image
@@ -175,7 +172,6 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 				continue
 			}
 			out.IPs[name] = ep.IPAddress
-			out.Gateways[name] = ep.Gateway
 		}
 		for port, bindings := range info.NetworkSettings.Ports {
 			for _, b := range bindings {
