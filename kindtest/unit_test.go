@@ -37,7 +37,7 @@ func TestClusterNames(t *testing.T) {
 
 func TestLabels(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure), RoleWorker, 2)
+	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure.String()), RoleWorker, 2)
 	want := map[string]string{
 		LabelCluster: "kt-1", LabelSession: Session(), LabelRole: RoleWorker, LabelNodeIndex: "2",
 		LabelOwnerPID: strconv.Itoa(os.Getpid()), LabelCreated: "2026-11-29T12:00:00Z", LabelKeep: "on-failure",
@@ -134,18 +134,18 @@ func TestKubeconfigRewrite(t *testing.T) {
 
 func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
-	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true)
+	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, 25*time.Minute)
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
-		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1"} {
+		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
 	}
-	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
+	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
-	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef")
-	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3"} {
+	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute)
+	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3", "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {
 			t.Errorf("join config lacks %q", s)
 		}
