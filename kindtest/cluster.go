@@ -32,11 +32,11 @@ type Cluster struct {
 	// testDeadline is when Start stops creation for the test binary's
 	// -timeout; zero when there is none.
 	testDeadline time.Time
-	apiServer      string // https://127.0.0.1:PORT
-	workDir        string // holds the kubeconfig file
-	ownsWorkDir    bool   // Delete removes workDir
-	timings        []PhaseTiming
-	timingsMu      sync.Mutex // phases may run side by side
+	apiServer    string // https://127.0.0.1:PORT
+	workDir      string // holds the kubeconfig file
+	ownsWorkDir  bool   // Delete removes workDir
+	timings      []PhaseTiming
+	timingsMu    sync.Mutex // phases may run side by side
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
