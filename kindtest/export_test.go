@@ -14,3 +14,7 @@ func WithInitWrapperForTest(prefix string) Option {
 
 // Panicking reports what Start's cleanup sees of a panic in progress.
 func Panicking() bool { return panicking() }
+
+// SetReaperNameForTest makes this process use a reaper container of its
+// own, so that tests can observe a reaper's start and end.
+func SetReaperNameForTest(name string) { reaperName = name }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -26,20 +24,26 @@ const ReaperImage = images.ReaperImage
 
 const reaperPort = 7770
 
-// Time limits of the reaper's start. The reaper gives up waiting for its
-// first client after reaperFirstClient, having removed nothing, so a
-// process killed while its reaper starts leaves nothing running for long.
+// reaperName is the name of the engine's one reaper container, shared by
+// every test process that uses the engine; the suffix is the protocol
+// version. Tests of the reaper's own start give their child processes
+// reapers of their own.
+var reaperName = "kindtest-reaper-2"
+
+// Time limits of the reaper. It exits after reaperIdle without a client,
+// also right after its start, so a process killed while it starts the
+// reaper leaves it running for that long at most.
 const (
 	reaperStartTimeout = 45 * time.Second
 	reaperHandshake    = 15 * time.Second
-	reaperFirstClient  = 20 * time.Second
+	reaperIdle         = 10 * time.Second
 	reaperReplyTimeout = 10 * time.Second
 )
 
-// The process's one reaper, started by the first cluster that needs it.
-// theReaper also keeps the connection referenced for the life of the
-// process: were it finalized and closed, the reaper would remove live
-// clusters.
+// The process's connection to the reaper, made by the first cluster that
+// needs it. theReaper also keeps the connection referenced for the life
+// of the process: were it finalized and closed, the reaper would remove
+// live clusters.
 var (
 	reaperOnce  sync.Once
 	reaperReady = make(chan struct{})
@@ -47,7 +51,7 @@ var (
 	reaperErr   error
 )
 
-// watchdog is the process's connection to its reaper.
+// watchdog is the process's connection to the reaper.
 type watchdog struct {
 	mu     sync.Mutex
 	conn   net.Conn
@@ -55,16 +59,17 @@ type watchdog struct {
 	broken error
 }
 
-// processReaper returns this process's reaper, starting it the first time.
-// The start runs on its own bounded context, so a caller that gives up
-// waiting leaves nothing half-made: a reaper that fails after its
-// container was created is removed. It never logs; callers report the
+// processReaper returns this process's connection to the engine's reaper,
+// made the first time: to the running reaper, or to one it starts. That
+// runs on its own bounded context, so a caller that gives up waiting
+// leaves nothing half-made: a reaper container this process created and
+// could not connect to is removed. It never logs; callers report the
 // error with their own logger.
 func processReaper(ctx context.Context) (*watchdog, error) {
 	reaperOnce.Do(func() {
 		go func() {
 			defer close(reaperReady)
-			theReaper, reaperErr = startReaper()
+			theReaper, reaperErr = connectToReaper()
 		}()
 	})
 	select {
@@ -75,7 +80,7 @@ func processReaper(ctx context.Context) (*watchdog, error) {
 	}
 }
 
-func startReaper() (*watchdog, error) {
+func connectToReaper() (*watchdog, error) {
 	if v := os.Getenv("KINDTEST_REAPER"); v == "off" {
 		return nil, errors.New("KINDTEST_REAPER=off")
 	}
@@ -93,21 +98,74 @@ func startReaper() (*watchdog, error) {
 	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ReaperImage, err)
 	}
+	// Another process may be starting the reaper, or it may be exiting
+	// after its idle time: try again until one answers.
+	var last error
+	err = waitFor(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+		w, err := attemptReaper(ctx, dc, socket)
+		if err != nil {
+			var stale *staleReaperError
+			if errors.As(err, &stale) {
+				return false, err
+			}
+			last = err
+			return false, nil
+		}
+		if err := w.request("hello", Session()); err != nil {
+			w.conn.Close()
+			last = err
+			return false, nil
+		}
+		theReaper = w
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
+		}
+		return nil, fmt.Errorf("reaper %s: %w", reaperName, err)
+	}
+	return theReaper, nil
+}
+
+// attemptReaper makes one attempt at connecting to the reaper container,
+// creating or starting it as needed.
+func attemptReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
+	info, err := dc.InspectContainer(ctx, reaperName)
+	switch {
+	case docker.IsNotFound(err):
+		return createReaper(ctx, dc, socket)
+	case err != nil:
+		return nil, err
+	case info.Status == "created":
+		// Left by a process killed between creating and starting it, or
+		// being started by another process right now.
+		if err := dc.StartContainer(ctx, info.ID); err != nil {
+			return nil, err
+		}
+		return connectReaper(ctx, dc, info.ID)
+	case info.Running:
+		return connectReaper(ctx, dc, info.ID)
+	}
+	// Exited: the engine is removing it (it is started with auto-remove).
+	return nil, fmt.Errorf("reaper container is %s", info.Status)
+}
+
+// createReaper creates and starts the reaper container. A reaper this
+// process created but cannot connect to is removed.
+func createReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
 	o := self()
 	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
-		// Unique per process, even when processes share KINDTEST_SESSION.
-		Name:  "kindtest-reaper-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12],
+		Name:  reaperName,
 		Image: ReaperImage,
 		Labels: map[string]string{
 			LabelReaper:     "true",
-			LabelSession:    Session(),
 			LabelOwnerHost:  o.Host,
 			LabelOwnerPID:   fmt.Sprint(o.PID),
 			LabelOwnerStart: o.Start,
 			LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 		},
-		Cmd: []string{"reaper", "--session", Session(), "--listen", fmt.Sprintf(":%d", reaperPort),
-			"--first-client", reaperFirstClient.String()},
+		Cmd:        []string{"reaper", "--listen", fmt.Sprintf(":%d", reaperPort), "--idle", reaperIdle.String()},
 		Binds:      []string{socket + ":/var/run/docker.sock"},
 		Ports:      []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: reaperPort}},
 		AutoRemove: true,
@@ -115,22 +173,36 @@ func startReaper() (*watchdog, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := dc.StartContainer(ctx, id); err != nil {
+		return nil, errors.Join(err, removeReaper(dc, id))
+	}
 	w, err := connectReaper(ctx, dc, id)
 	if err != nil {
-		// A reaper that no client watches would sit idle until its first
-		// client wait ends; remove it now.
-		rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer rcancel()
-		return nil, errors.Join(err, dc.RemoveContainer(rctx, id))
+		var stale *staleReaperError
+		if errors.As(err, &stale) {
+			return nil, errors.Join(err, removeReaper(dc, id))
+		}
+		return nil, err
 	}
 	return w, nil
 }
 
-// connectReaper starts the created reaper container and connects to it.
+func removeReaper(dc *docker.Client, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return dc.RemoveContainer(ctx, id)
+}
+
+// staleReaperError says the reaper speaks another protocol version: its
+// image is older or newer than this library.
+type staleReaperError struct{ greeting string }
+
+func (e *staleReaperError) Error() string {
+	return fmt.Sprintf("reaper image %s answered %q, this library needs %q: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, e.greeting, reaper.Greeting)
+}
+
+// connectReaper connects to the running reaper container id.
 func connectReaper(ctx context.Context, dc *docker.Client, id string) (*watchdog, error) {
-	if err := dc.StartContainer(ctx, id); err != nil {
-		return nil, err
-	}
 	info, err := dc.InspectContainer(ctx, id)
 	if err != nil {
 		return nil, err
@@ -146,20 +218,31 @@ func connectReaper(ctx context.Context, dc *docker.Client, id string) (*watchdog
 	var w *watchdog
 	var last error
 	err = waitFor(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+		gone := func() bool {
+			info, err := dc.InspectContainer(ctx, id)
+			return err != nil || !info.Running
+		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
 			last = err
+			if gone() {
+				return false, fmt.Errorf("reaper exited: %v", last)
+			}
 			return false, nil
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
 		r := bufio.NewReader(conn)
 		line, err := r.ReadString('\n')
-		if err != nil || strings.TrimSpace(line) != reaper.Greeting {
+		line = strings.TrimSpace(line)
+		if err != nil || line != reaper.Greeting {
 			conn.Close()
-			last = fmt.Errorf("greeting %q: %v", strings.TrimSpace(line), err)
-			if err == nil {
-				// Another reaper version answered: its image is stale.
-				return false, fmt.Errorf("reaper image %s speaks %q, this library needs %q: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, strings.TrimSpace(line), reaper.Greeting)
+			if err == nil && strings.HasPrefix(line, "kindtest-reaper") {
+				return false, &staleReaperError{greeting: line}
+			}
+			last = fmt.Errorf("greeting %q: %v", line, err)
+			// A reaper that refuses new clients is exiting.
+			if gone() {
+				return false, fmt.Errorf("reaper exited: %v", last)
 			}
 			return false, nil
 		}
@@ -168,7 +251,10 @@ func connectReaper(ctx context.Context, dc *docker.Client, id string) (*watchdog
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to reaper at %s: %w (last attempt: %v)", addr, err, last)
+		if last != nil {
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
+		}
+		return nil, fmt.Errorf("connect to reaper at %s: %w", addr, err)
 	}
 	return w, nil
 }
@@ -182,8 +268,10 @@ func (w *watchdog) register(name string) error { return w.request("register", na
 func (w *watchdog) forget(name string) error { return w.request("forget", name) }
 
 func (w *watchdog) request(verb, name string) error {
-	if err := lifetime.CheckClusterName(name); err != nil {
-		return err
+	if verb != "hello" {
+		if err := lifetime.CheckClusterName(name); err != nil {
+			return err
+		}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

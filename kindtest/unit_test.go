@@ -1,7 +1,9 @@
 package kindtest
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -193,5 +195,36 @@ metadata:
 	}
 	if _, err := fitCoreDNS("apiVersion: v1\nkind: ServiceAccount\n", 1, "h", 1); err == nil {
 		t.Error("no Deployment: no error")
+	}
+}
+
+func TestEmptyClusterNamesRefused(t *testing.T) {
+	// Refused before any engine is asked: with an empty name, a label
+	// filter would select every kindtest cluster on the engine.
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	for _, name := range []string{"", "  ", "Not_A_Name"} {
+		if _, err := Attach(context.Background(), name); err == nil || errors.Is(err, ErrDockerUnavailable) {
+			t.Errorf("Attach(%q): %v, want a name error", name, err)
+		}
+		if err := DeleteCluster(context.Background(), name); err == nil || errors.Is(err, ErrDockerUnavailable) {
+			t.Errorf("DeleteCluster(%q): %v, want a name error", name, err)
+		}
+	}
+}
+
+func TestPanickingSeen(t *testing.T) {
+	if panicking() {
+		t.Fatal("panicking() without a panic")
+	}
+	seen := false
+	func() {
+		defer func() {
+			seen = panicking()
+			_ = recover()
+		}()
+		panic("test")
+	}()
+	if !seen {
+		t.Error("panicking() missed a panic in progress")
 	}
 }

@@ -34,7 +34,7 @@ commands:
   prune [-all]     delete clusters whose owning process is gone (-all: every cluster)
   logs NAME        export a cluster's logs (-dir, default .)
   bench            create and delete clusters, printing per-phase timings
-  reaper           (internal) remove a test session's clusters once it is gone
+  reaper           (internal) remove the clusters of test processes once they are gone
 `
 
 func main() {
@@ -196,9 +196,8 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 
 func runReaper(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
-	session := fs.String("session", "", "session label of the clusters clients may register")
 	listen := fs.String("listen", ":7770", "address to accept clients on")
-	first := fs.Duration("first-client", 20*time.Second, "how long to wait for the first client before exiting, having removed nothing")
+	idle := fs.Duration("idle", 10*time.Second, "how long to wait without any client before exiting")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -212,7 +211,7 @@ func runReaper(ctx context.Context, args []string) error {
 		return err
 	}
 	return reaper.Serve(ctx, dc, ln, reaper.Config{
-		Session: *session, FirstClient: *first,
+		Idle: *idle,
 		Logf: log.New(os.Stderr, "", log.LstdFlags).Printf,
 	})
 }

@@ -1,22 +1,26 @@
-// Package reaper removes a test process's clusters once that process is
-// gone, however it ended: a SIGKILL or a crash included.
+// Package reaper removes the clusters of test processes once those
+// processes are gone, however they ended: a SIGKILL or a crash included.
 //
-// It runs as a container of its own (see kindtest's reaper image), one per
-// test process, with the engine's socket mounted. The process keeps one
-// TCP connection to it open and registers on it, before creating anything,
-// each cluster it is about to create. The protocol is one line each way:
+// It runs as a container of its own (see kindtest's reaper image) with the
+// engine's socket mounted, one per engine, shared by the test processes
+// that use that engine. Each process keeps one TCP connection to it open
+// and registers on it, before creating anything, each cluster it is about
+// to create. The protocol is one line each way:
 //
 //	reaper → client, on accept:  "kindtest-reaper 2"
-//	client → reaper:             "register NAME"   answer "ok"
-//	client → reaper:             "forget NAME"     answer "ok"
+//	client → reaper:             "hello SESSION"    answer "ok"
+//	client → reaper:             "register NAME"    answer "ok"
+//	client → reaper:             "forget NAME"      answer "ok"
 //
-// When a connection closes, the reaper removes the clusters registered on
-// it and not forgotten, unless lifetime.Outlives says they stay for an
-// owner that vanished; it sweeps them again a few seconds later, for
-// creations the engine was still finishing. It removes nothing else: no
-// cluster it was not told of, nothing of another session. It exits once
-// no client is connected and nothing is left to do, and when no client
-// connects within its first-client wait, having removed nothing.
+// Ownership is per connection. When a connection closes, the reaper
+// removes the clusters registered on it and not forgotten, those that
+// carry the connection's session label, unless lifetime.Outlives says
+// they stay for an owner that vanished; it sweeps them again a few seconds
+// later, for creations the engine was still finishing. It removes nothing
+// else: no cluster a client did not register, nothing of another session.
+// It exits once no client has been connected for its idle time, and when
+// no client connects within that time from its start, having removed
+// nothing.
 package reaper
 
 import (
@@ -41,14 +45,14 @@ const Greeting = "kindtest-reaper 2"
 
 // DefaultSettle is when, after a client is gone, its clusters are swept
 // again: the engine finishes a creation whose client has died.
-var DefaultSettle = []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second}
+var DefaultSettle = []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}
 
-// Config sets what a reaper watches and how patiently.
+// Config sets how patient a reaper is.
 type Config struct {
-	// Session is the session label of every resource it may remove.
-	Session string
-	// FirstClient bounds the wait for the first connection.
-	FirstClient time.Duration
+	// Idle is how long the reaper waits without any client, from its
+	// start or since the last one left and its clusters were removed,
+	// before it exits.
+	Idle time.Duration
 	// Settle lists when, after a client is gone, its clusters are swept
 	// again. Default DefaultSettle.
 	Settle []time.Duration
@@ -59,8 +63,8 @@ type Config struct {
 // the package documentation says. It returns once no client is left, or
 // when ctx ends.
 func Serve(ctx context.Context, dc *docker.Client, ln net.Listener, cfg Config) error {
-	if cfg.Session == "" {
-		return errors.New("reaper: no session to watch")
+	if cfg.Idle <= 0 {
+		return errors.New("reaper: idle time must be positive")
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -68,7 +72,7 @@ func Serve(ctx context.Context, dc *docker.Client, ln net.Listener, cfg Config) 
 	if cfg.Settle == nil {
 		cfg.Settle = DefaultSettle
 	}
-	s := &server{dc: dc, cfg: cfg, idle: make(chan struct{}, 1)}
+	s := &server{dc: dc, cfg: cfg, changed: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -77,24 +81,34 @@ func Serve(ctx context.Context, dc *docker.Client, ln net.Listener, cfg Config) 
 	}()
 	go s.accept(ln)
 
-	first := time.NewTimer(cfg.FirstClient)
-	defer first.Stop()
-	select {
-	case <-first.C:
-		s.mu.Lock()
-		never := !s.seen
-		s.mu.Unlock()
-		if never {
-			cfg.Logf("reaper: no client within %v; exiting, nothing removed", cfg.FirstClient)
-			return nil
+	idle := time.NewTimer(cfg.Idle)
+	defer idle.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			ln.Close()
+			s.busy.Wait()
+			return errors.Join(s.errs...)
+		case <-s.changed:
+			// A client came or went: the idle time starts again once
+			// nobody is connected and nothing is being removed.
+			idle.Reset(cfg.Idle)
+		case <-idle.C:
+			s.mu.Lock()
+			if s.active > 0 {
+				s.mu.Unlock()
+				idle.Reset(cfg.Idle)
+				continue
+			}
+			// From here on a new client is refused: it starts a new reaper.
+			s.closing = true
+			s.mu.Unlock()
+			ln.Close()
+			s.busy.Wait()
+			cfg.Logf("reaper: no client for %v; exiting", cfg.Idle)
+			return errors.Join(s.errs...)
 		}
-		<-s.idle
-	case <-s.idle:
-	case <-ctx.Done():
 	}
-	// Wait for every client's reaping to finish.
-	s.wg.Wait()
-	return errors.Join(s.errs...)
 }
 
 type server struct {
@@ -102,11 +116,18 @@ type server struct {
 	cfg Config
 
 	mu      sync.Mutex
-	seen    bool // a client has connected
-	clients int  // connected now
-	wg      sync.WaitGroup
+	active  int  // clients connected, or whose clusters are being removed
+	closing bool // the reaper is exiting
+	busy    sync.WaitGroup
 	errs    []error
-	idle    chan struct{} // signalled when the last client's work is done
+	changed chan struct{}
+}
+
+func (s *server) poke() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
 }
 
 func (s *server) accept(ln net.Listener) {
@@ -116,10 +137,15 @@ func (s *server) accept(ln net.Listener) {
 			return
 		}
 		s.mu.Lock()
-		s.seen = true
-		s.clients++
-		s.wg.Add(1)
+		if s.closing {
+			s.mu.Unlock()
+			conn.Close()
+			continue
+		}
+		s.active++
+		s.busy.Add(1)
 		s.mu.Unlock()
+		s.poke()
 		go s.serve(conn)
 	}
 }
@@ -127,36 +153,36 @@ func (s *server) accept(ln net.Listener) {
 // serve follows one client: the clusters it registers are removed when
 // its connection ends.
 func (s *server) serve(conn net.Conn) {
-	defer s.wg.Done()
+	defer s.busy.Done()
 	addr := conn.RemoteAddr()
 	s.cfg.Logf("reaper: client %s connected", addr)
-	owned := map[string]bool{}
-	_ = s.converse(conn, owned)
+	cl := &client{owned: map[string]bool{}}
+	_ = s.converse(conn, cl)
 	conn.Close()
-	names := make([]string, 0, len(owned))
-	for n := range owned {
+	names := make([]string, 0, len(cl.owned))
+	for n := range cl.owned {
 		names = append(names, n)
 	}
-	s.cfg.Logf("reaper: client %s gone; %d cluster(s) registered: %v", addr, len(names), names)
-	err := s.reapAll(names)
+	s.cfg.Logf("reaper: client %s (session %s) gone; %d cluster(s) registered: %v", addr, cl.session, len(names), names)
+	err := s.reapAll(cl.session, names)
 	s.mu.Lock()
 	if err != nil {
 		s.errs = append(s.errs, err)
 	}
-	s.clients--
-	last := s.clients == 0
+	s.active--
 	s.mu.Unlock()
-	if last {
-		select {
-		case s.idle <- struct{}{}:
-		default:
-		}
-	}
+	s.poke()
+}
+
+// client is what one connection has told the reaper.
+type client struct {
+	session string
+	owned   map[string]bool
 }
 
 // converse reads the client's requests until the connection ends,
-// recording in owned the clusters it registers.
-func (s *server) converse(conn net.Conn, owned map[string]bool) error {
+// recording its session and the clusters it registers.
+func (s *server) converse(conn net.Conn, cl *client) error {
 	if _, err := io.WriteString(conn, Greeting+"\n"); err != nil {
 		return err
 	}
@@ -166,29 +192,45 @@ func (s *server) converse(conn net.Conn, owned map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		verb, name, _ := strings.Cut(strings.TrimSpace(line), " ")
-		reply := "ok"
-		if err := lifetime.CheckClusterName(name); err != nil {
-			reply = "error " + err.Error()
-		} else {
-			switch verb {
-			case "register":
-				owned[name] = true
-			case "forget":
-				delete(owned, name)
-			default:
-				reply = fmt.Sprintf("error unknown request %q", verb)
-			}
-		}
-		if _, err := io.WriteString(conn, reply+"\n"); err != nil {
+		if _, err := io.WriteString(conn, cl.handle(strings.TrimSpace(line))+"\n"); err != nil {
 			return err
 		}
 	}
 }
 
+// handle answers one request line.
+func (cl *client) handle(line string) string {
+	verb, arg, _ := strings.Cut(line, " ")
+	if verb == "hello" {
+		if strings.TrimSpace(arg) == "" || strings.ContainsAny(arg, " \t") {
+			return "error hello needs one session id"
+		}
+		if cl.session != "" && cl.session != arg {
+			return "error session already set to " + cl.session
+		}
+		cl.session = arg
+		return "ok"
+	}
+	if verb != "register" && verb != "forget" {
+		return fmt.Sprintf("error unknown request %q", verb)
+	}
+	if cl.session == "" {
+		return "error say hello SESSION first"
+	}
+	if err := lifetime.CheckClusterName(arg); err != nil {
+		return "error " + err.Error()
+	}
+	if verb == "register" {
+		cl.owned[arg] = true
+	} else {
+		delete(cl.owned, arg)
+	}
+	return "ok"
+}
+
 // reapAll removes the clusters now, then sweeps them again at each settle
 // time.
-func (s *server) reapAll(names []string) error {
+func (s *server) reapAll(session string, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
@@ -199,7 +241,7 @@ func (s *server) reapAll(names []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var round []error
 		for _, name := range names {
-			if err := Reap(ctx, s.dc, s.cfg.Session, name, s.cfg.Logf); err != nil {
+			if err := Reap(ctx, s.dc, session, name, s.cfg.Logf); err != nil {
 				round = append(round, err)
 			}
 		}

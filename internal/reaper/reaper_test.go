@@ -24,18 +24,21 @@ type fixture struct {
 	done    chan error
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{t: t, dc: enginetest.Client(t), session: fmt.Sprintf("rt%d", time.Now().UnixNano()%1e9), done: make(chan error, 1)}
+	return &fixture{t: t, dc: enginetest.Client(t), session: fmt.Sprintf("rt%d", time.Now().UnixNano()%1e9), done: make(chan error, 1)}
+}
+
+// serve starts the reaper; the clusters a test needs exist by then, so
+// that its idle time is not spent waiting for the engine.
+func (f *fixture) serve(cfg Config) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	f.ln = ln
-	cfg.Session = f.session
-	cfg.Logf = t.Logf
+	cfg.Logf = f.t.Logf
 	go func() { f.done <- Serve(context.Background(), f.dc, ln, cfg) }()
-	return f
 }
 
 // cluster makes a stand-in cluster (a network) labelled with session and
@@ -61,8 +64,19 @@ func (f *fixture) exists(name string) bool {
 	return len(ns) > 0
 }
 
-// client connects and checks the greeting.
+// client connects, checks the greeting and says hello with the
+// fixture's session.
 func (f *fixture) client() (net.Conn, *bufio.Reader) {
+	f.t.Helper()
+	conn, r := f.dial()
+	if reply := request(f.t, conn, r, "hello "+f.session); reply != "ok" {
+		f.t.Fatalf("hello: %q", reply)
+	}
+	return conn, r
+}
+
+// dial connects and checks the greeting.
+func (f *fixture) dial() (net.Conn, *bufio.Reader) {
 	f.t.Helper()
 	conn, err := net.Dial("tcp", f.ln.Addr().String())
 	if err != nil {
@@ -101,7 +115,8 @@ func (f *fixture) wait(within time.Duration) {
 }
 
 func TestReaperRemovesOnlyWhatItsClientRegistered(t *testing.T) {
-	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{500 * time.Millisecond}})
+	f := newFixture(t)
+	cfg := Config{Idle: 2 * time.Second, Settle: []time.Duration{500 * time.Millisecond}}
 	s := f.session
 	gone := f.cluster(s+"-gone", s, lifetime.KeepNever)
 	onFailure := f.cluster(s+"-onfail", s, lifetime.KeepOnFailure)
@@ -116,6 +131,7 @@ func TestReaperRemovesOnlyWhatItsClientRegistered(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	f.serve(cfg)
 	conn, r := f.client()
 	for _, name := range []string{gone, onFailure, always, forgotten, otherSession, marked} {
 		if reply := request(t, conn, r, "register "+name); reply != "ok" {
@@ -139,8 +155,10 @@ func TestReaperRemovesOnlyWhatItsClientRegistered(t *testing.T) {
 }
 
 func TestReaperWithoutClientRemovesNothing(t *testing.T) {
-	f := newFixture(t, Config{FirstClient: 300 * time.Millisecond})
+	f := newFixture(t)
+	cfg := Config{Idle: 300 * time.Millisecond}
 	c := f.cluster(f.session+"-a", f.session, lifetime.KeepNever)
+	f.serve(cfg)
 	f.wait(10 * time.Second)
 	if !f.exists(c) {
 		t.Error("a reaper that never had a client removed a cluster")
@@ -148,8 +166,10 @@ func TestReaperWithoutClientRemovesNothing(t *testing.T) {
 }
 
 func TestReaperSweepsAgainForLateCreations(t *testing.T) {
-	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{1500 * time.Millisecond}})
+	f := newFixture(t)
+	cfg := Config{Idle: time.Second, Settle: []time.Duration{1500 * time.Millisecond}}
 	name := f.session + "-late"
+	f.serve(cfg)
 	conn, r := f.client()
 	if reply := request(t, conn, r, "register "+name); reply != "ok" {
 		t.Fatalf("register: %q", reply)
@@ -165,9 +185,11 @@ func TestReaperSweepsAgainForLateCreations(t *testing.T) {
 }
 
 func TestReaperClientsAreIndependent(t *testing.T) {
-	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{}})
+	f := newFixture(t)
+	cfg := Config{Idle: time.Second, Settle: []time.Duration{}}
 	a := f.cluster(f.session+"-a", f.session, lifetime.KeepNever)
 	b := f.cluster(f.session+"-b", f.session, lifetime.KeepNever)
+	f.serve(cfg)
 	ca, ra := f.client()
 	cb, rb := f.client()
 	request(t, ca, ra, "register "+a)
@@ -196,10 +218,20 @@ func TestReaperClientsAreIndependent(t *testing.T) {
 }
 
 func TestReaperRefusesBadRequests(t *testing.T) {
-	f := newFixture(t, Config{FirstClient: time.Minute})
-	conn, r := f.client()
+	f := newFixture(t)
+	cfg := Config{Idle: time.Minute}
+	f.serve(cfg)
+	conn, r := f.dial()
 	defer conn.Close()
-	for _, line := range []string{"register ", "register  ", "register Not_A_Cluster", "forget", "explode " + f.session} {
+	for _, line := range []string{"register " + f.session + "-a", "hello", "hello a b"} {
+		if reply := request(t, conn, r, line); !strings.HasPrefix(reply, "error ") {
+			t.Errorf("before hello: %q answered %q, want an error", line, reply)
+		}
+	}
+	if reply := request(t, conn, r, "hello "+f.session); reply != "ok" {
+		t.Fatalf("hello: %q", reply)
+	}
+	for _, line := range []string{"register ", "register  ", "register Not_A_Cluster", "forget", "explode " + f.session, "hello other"} {
 		if reply := request(t, conn, r, line); !strings.HasPrefix(reply, "error ") {
 			t.Errorf("%q answered %q, want an error", line, reply)
 		}
