@@ -241,6 +241,7 @@ func TestSignalsAtRandomMoments(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		for _, reaper := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/reaper=%t", sig, reaper), func(t *testing.T) {
+				t.Parallel()
 				for run := range 2 {
 					at := time.Duration(rand.Int64N(int64(4 * time.Second)))
 					var env []string
