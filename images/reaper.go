@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -21,6 +23,23 @@ import (
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
 // kindtest package runs its reaper containers from it.
 const ReaperImage = "kindtest/reaper:v1"
+
+// ReaperRef is where `kindtest build --push` puts the reaper image for a
+// node image pushed as nodeRef, and where kindtest pulls it from: beside
+// it, as reaper:v1 in the same registry path
+// (registry.example.com/team/kindtest/reaper:v1 for
+// registry.example.com/team/kindtest/node:v1.37.2).
+func ReaperRef(nodeRef string) string {
+	repo := nodeRef
+	if i := strings.IndexByte(repo, '@'); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	_, tag, _ := strings.Cut(ReaperImage, ":")
+	return path.Dir(repo) + "/reaper:" + tag
+}
 
 // labelBinaryHash on the reaper image holds the SHA-256 of its binary.
 const labelBinaryHash = "io.kindtest.binary-hash"
