@@ -219,8 +219,17 @@ func TestRegistryPushPull(t *testing.T) {
 		if !strings.Contains(logs.String(), "pulled "+ref) {
 			t.Errorf("the log does not say that %s was pulled:\n%s", ref, logs.String())
 		}
-		if _, err := dc.InspectImage(ctx, reaperRef); err != nil {
-			t.Errorf("reaper image beside the node image not pulled: %v", err)
+		// The reaper went beside it. (The engine has kindtest/reaper:v1, so
+		// the cluster did not need to pull it.)
+		if err := dc.PullImage(ctx, reaperRef, nil); err != nil {
+			t.Fatalf("reaper image beside the node image: %v", err)
+		}
+		reaper, err := dc.InspectImage(ctx, images.ReaperImage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := dc.InspectImage(ctx, reaperRef); err != nil || got.ID != reaper.ID {
+			t.Errorf("pulled %s: ID %s (%v), want %s's %s", reaperRef, got.ID, err, images.ReaperImage, reaper.ID)
 		}
 	})
 }
