@@ -37,3 +37,15 @@ func TestWithKubernetesVersion(t *testing.T) {
 		t.Errorf("bad version: got %v", err)
 	}
 }
+
+func TestReaperRef(t *testing.T) {
+	for node, want := range map[string]string{
+		"registry.example.com/team/kindtest/node:v1.37.2": "registry.example.com/team/kindtest/reaper:v1",
+		"127.0.0.1:5000/kindtest/node":                    "127.0.0.1:5000/kindtest/reaper:v1",
+		"ghcr.io/o/node@sha256:abcd":                      "ghcr.io/o/reaper:v1",
+	} {
+		if got := ReaperRef(node); got != want {
+			t.Errorf("ReaperRef(%q) = %q, want %q", node, got, want)
+		}
+	}
+}
