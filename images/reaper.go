@@ -21,8 +21,9 @@ import (
 )
 
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
-// kindtest package runs its reaper containers from it.
-const ReaperImage = "kindtest/reaper:v1"
+// kindtest package runs its reaper containers from it. The tag is the
+// reaper protocol's version.
+const ReaperImage = "kindtest/reaper:v2"
 
 // ReaperRef is where `kindtest build --push` puts the reaper image for a
 // node image pushed as nodeRef, and where kindtest pulls it from: beside
