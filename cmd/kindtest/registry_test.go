@@ -219,7 +219,7 @@ func TestRegistryPushPull(t *testing.T) {
 		if !strings.Contains(logs.String(), "pulled "+ref) {
 			t.Errorf("the log does not say that %s was pulled:\n%s", ref, logs.String())
 		}
-		// The reaper went beside it. (The engine has kindtest/reaper:v1, so
+		// The reaper went beside it. (The engine has the reaper image, so
 		// the cluster did not need to pull it.)
 		if err := dc.PullImage(ctx, reaperRef, nil); err != nil {
 			t.Fatalf("reaper image beside the node image: %v", err)
