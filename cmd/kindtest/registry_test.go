@@ -187,9 +187,13 @@ func TestRegistryPushPull(t *testing.T) {
 			t.Fatalf("build --push: %v\n%s", err, out.String())
 		}
 		t.Logf("build --push %s: %s\n%s", ref, time.Since(start).Round(100*time.Millisecond), out.String())
-		want, err := dc.InspectImage(ctx, images.DefaultNodeImage)
+		// The pushed name itself: the plain tag may move meanwhile.
+		want, err := dc.InspectImage(ctx, ref)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want.Labels[images.LabelContentHash] == "" {
+			t.Fatalf("pushed %s is not a node image: labels %v", ref, want.Labels)
 		}
 		// Only the pushed names go: the node image stays under its own.
 		for _, r := range []string{ref, reaperRef} {
