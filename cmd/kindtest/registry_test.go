@@ -401,3 +401,20 @@ func TestNodeImageSaveLoad(t *testing.T) {
 		t.Errorf("after the load %s is %s (%v), want %s", images.DefaultNodeImage, got.ID, err, want.ID)
 	}
 }
+
+// TestMissingImageNamesThreeWays checks the error for a node image that is
+// not in the engine and names no registry.
+func TestMissingImageNamesThreeWays(t *testing.T) {
+	enginetest.Client(t)
+	ref := "kindtest-test/node:absent-" + randomName(t)
+	_, err := kindtest.New(t.Context(), kindtest.WithImage(ref), kindtest.WithoutKubernetes())
+	if err == nil {
+		t.Fatalf("cluster from %s: no error", ref)
+	}
+	for _, want := range []string{ref, "kindtest/cmd/kindtest build", "KINDTEST_IMAGE", "--push", "image load FILE", "image save -o FILE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	t.Log(err)
+}
