@@ -37,12 +37,13 @@ var (
 func startRegistry(t *testing.T, htpasswd string) string {
 	t.Helper()
 	registryBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "kindtest-registry-")
+		// A cache, not a temporary file: the next run relinks it in place.
+		cache, err := os.UserCacheDir()
 		if err != nil {
 			registryBinErr = err
 			return
 		}
-		registryBin = filepath.Join(dir, "registry")
+		registryBin = filepath.Join(cache, "kindtest", "tools", "registry")
 		cmd := exec.Command("go", "build", "-o", registryBin, "./registry")
 		cmd.Dir = filepath.Join(repoRoot(t), "tools")
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
