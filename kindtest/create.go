@@ -113,8 +113,10 @@ func settled(ctx context.Context) (context.Context, context.CancelFunc) {
 func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The context's deadline is the earlier of the two: when it is
+		// not before the test's, the test's was the binding one.
 		d, _ := ctx.Deadline()
-		if !c.testDeadline.IsZero() && !d.After(c.testDeadline) {
+		if !c.testDeadline.IsZero() && !d.Before(c.testDeadline) {
 			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
 		}
 		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
