@@ -4,40 +4,119 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/tlsconfig"
 )
 
 // ErrUnavailable is returned (wrapped) by New when no Docker engine answers.
 var ErrUnavailable = errors.New("no Docker engine answers")
 
+// MinAPIVersion is the oldest Engine API kindtest works with: Docker 20.10.
+const MinAPIVersion = "1.41"
+
 // Client talks to one Docker engine.
 type Client struct {
-	api *client.Client
+	api    *client.Client
+	source string
 }
 
-// New connects to the engine named by the environment (DOCKER_HOST,
-// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH), negotiates the API version and pings
-// it. When the engine does not answer the error wraps ErrUnavailable.
+// New connects to the engine the docker CLI would use (see resolveEndpoint:
+// DOCKER_HOST, then DOCKER_CONTEXT, then the CLI's current context),
+// negotiates the API version and pings it. When the engine does not answer
+// the error wraps ErrUnavailable; an engine older than MinAPIVersion is
+// refused.
 func New(ctx context.Context) (*Client, error) {
-	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	ep, err := resolveEndpoint(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+		return nil, err
+	}
+	opts, err := clientOptions(ep)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", ep.Source, err)
+	}
+	api, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", ep.Source, err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := api.Ping(pingCtx); err != nil {
+	ping, err := api.Ping(pingCtx)
+	if err != nil {
 		api.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w at %s (%v): start Docker, or point DOCKER_HOST at a running engine", ErrUnavailable, api.DaemonHost(), err)
+		return nil, fmt.Errorf("%w at %s, named by %s (%v): start Docker, or point DOCKER_HOST (or DOCKER_CONTEXT) at a running engine", ErrUnavailable, api.DaemonHost(), ep.Source, err)
 	}
 	// Ping negotiated the version; make sure later calls use it.
 	api.NegotiateAPIVersion(ctx)
-	return &Client{api: api}, nil
+	c := &Client{api: api, source: ep.Source}
+	if err := c.checkVersion(ctx, ping.APIVersion); err != nil {
+		api.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// clientOptions turns an endpoint into SDK options. The default endpoint
+// keeps the SDK's own reading of the environment (DOCKER_HOST,
+// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_API_VERSION).
+func clientOptions(ep endpoint) ([]client.Opt, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if ep.Host == "" || ep.Source == "DOCKER_HOST" {
+		return opts, nil
+	}
+	if u, err := url.Parse(ep.Host); err == nil && u.Scheme == "ssh" {
+		return nil, fmt.Errorf("%s is an ssh:// engine, which kindtest cannot reach directly: forward its socket (ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST) and set DOCKER_HOST=unix:///tmp/docker.sock", ep.Host)
+	}
+	if ep.TLSDir != "" || ep.SkipTLSVerify {
+		tlsOpts := tlsconfig.Options{InsecureSkipVerify: ep.SkipTLSVerify}
+		if ep.TLSDir != "" {
+			for file, field := range map[string]*string{"ca.pem": &tlsOpts.CAFile, "cert.pem": &tlsOpts.CertFile, "key.pem": &tlsOpts.KeyFile} {
+				if p := filepath.Join(ep.TLSDir, file); fileExists(p) {
+					*field = p
+				}
+			}
+		}
+		tc, err := tlsconfig.Client(tlsOpts)
+		if err != nil {
+			return nil, fmt.Errorf("TLS material in %s: %w", ep.TLSDir, err)
+		}
+		opts = append(opts, client.WithHTTPClient(&http.Client{
+			Transport:     &http.Transport{TLSClientConfig: tc},
+			CheckRedirect: client.CheckRedirect,
+		}))
+	}
+	return append(opts, client.WithHost(ep.Host)), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// checkVersion refuses an engine whose API is older than MinAPIVersion, or
+// a client pinned below it with DOCKER_API_VERSION.
+func (c *Client) checkVersion(ctx context.Context, serverAPI string) error {
+	if serverAPI != "" && versions.LessThan(serverAPI, MinAPIVersion) {
+		engine := "an engine"
+		if v, err := c.api.ServerVersion(ctx); err == nil && v.Version != "" {
+			engine = "Docker " + v.Version
+		}
+		return fmt.Errorf("the engine at %s is %s with API %s; kindtest needs API %s (Docker 20.10) or newer: upgrade the engine, or point DOCKER_HOST at a newer one", c.Host(), engine, serverAPI, MinAPIVersion)
+	}
+	if v := c.api.ClientVersion(); versions.LessThan(v, MinAPIVersion) {
+		return fmt.Errorf("the Docker client is pinned to API %s (DOCKER_API_VERSION); kindtest needs %s or newer: unset DOCKER_API_VERSION", v, MinAPIVersion)
+	}
+	return nil
 }
 
 // Close releases the client's connections.
@@ -45,6 +124,10 @@ func (c *Client) Close() error { return c.api.Close() }
 
 // Host is the engine address the client uses, for messages.
 func (c *Client) Host() string { return c.api.DaemonHost() }
+
+// Source says what named the engine: "DOCKER_HOST", a docker context, or
+// the default socket.
+func (c *Client) Source() string { return c.source }
 
 // APIVersion is the negotiated Engine API version.
 func (c *Client) APIVersion() string { return c.api.ClientVersion() }
