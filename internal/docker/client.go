@@ -38,6 +38,16 @@ func New(ctx context.Context) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return connect(ctx, ep)
+}
+
+// NewHost connects to the engine at host ("unix:///path", "tcp://a:p"),
+// whatever the environment says.
+func NewHost(ctx context.Context, host string) (*Client, error) {
+	return connect(ctx, endpoint{Host: host, Source: "an explicit host"})
+}
+
+func connect(ctx context.Context, ep endpoint) (*Client, error) {
 	opts, err := clientOptions(ep)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %s: %w", ep.Source, err)
@@ -145,8 +155,15 @@ type EngineInfo struct {
 	CgroupVersion string
 	CgroupDriver  string
 	OS            string
-	NCPU          int
-	MemTotal      int64
+	// Architecture as the engine reports it: x86_64, aarch64.
+	Architecture string
+	// Driver is the storage driver; with the containerd image store it
+	// names a snapshotter (overlayfs).
+	Driver string
+	// ContainerdStore is whether images live in containerd's store.
+	ContainerdStore bool
+	NCPU            int
+	MemTotal        int64
 }
 
 // Info describes the engine.
@@ -156,11 +173,26 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		return EngineInfo{}, fmt.Errorf("engine info: %w", err)
 	}
 	return EngineInfo{
-		Version:       info.ServerVersion,
-		CgroupVersion: info.CgroupVersion,
-		CgroupDriver:  info.CgroupDriver,
-		OS:            info.OperatingSystem,
-		NCPU:          info.NCPU,
-		MemTotal:      info.MemTotal,
+		Version:         info.ServerVersion,
+		CgroupVersion:   info.CgroupVersion,
+		CgroupDriver:    info.CgroupDriver,
+		OS:              info.OperatingSystem,
+		Architecture:    info.Architecture,
+		Driver:          info.Driver,
+		ContainerdStore: containerdStore(info.DriverStatus),
+		NCPU:            info.NCPU,
+		MemTotal:        info.MemTotal,
 	}, nil
+}
+
+// containerdStore tells from the engine's driver status whether it keeps
+// images in containerd's store: that store reports a "driver-type" of
+// io.containerd.snapshotter.v1.
+func containerdStore(status [][2]string) bool {
+	for _, kv := range status {
+		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
+			return true
+		}
+	}
+	return false
 }

@@ -64,6 +64,8 @@ type Container struct {
 	Running  bool
 	Status   string
 	ExitCode int
+	// Pid is the main process's id on the engine's host (0 when stopped).
+	Pid int
 	// IPs by network name.
 	IPs map[string]string
 	// Ports maps "6443/tcp" to the host address it is published on.
@@ -105,7 +107,9 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		host.PortBindings[port] = append(host.PortBindings[port], nat.PortBinding{HostIP: p.HostIP, HostPort: p.HostPort})
 	}
 	var netCfg *network.NetworkingConfig
-	if spec.Network != "" {
+	if spec.Network == "none" {
+		host.NetworkMode = "none"
+	} else if spec.Network != "" {
 		host.NetworkMode = container.NetworkMode(spec.Network)
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			spec.Network: {Aliases: []string{spec.Name}},
@@ -165,6 +169,7 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		out.Running = info.State.Running
 		out.Status = info.State.Status
 		out.ExitCode = info.State.ExitCode
+		out.Pid = info.State.Pid
 	}
 	if info.NetworkSettings != nil {
 		for name, ep := range info.NetworkSettings.Networks {

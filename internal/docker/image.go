@@ -7,6 +7,7 @@ import (
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 )
 
@@ -16,6 +17,8 @@ type Image struct {
 	Tags   []string
 	Labels map[string]string
 	Size   int64
+	// Platform is "os/arch" or "os/arch/variant", as ctr's --platform takes it.
+	Platform string
 }
 
 // InspectImage describes an image; IsNotFound(err) when there is none.
@@ -24,7 +27,10 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (Image, error) {
 	if err != nil {
 		return Image{}, fmt.Errorf("inspect image %s: %w", ref, err)
 	}
-	out := Image{ID: info.ID, Tags: info.RepoTags, Size: info.Size}
+	out := Image{ID: info.ID, Tags: info.RepoTags, Size: info.Size, Platform: info.Os + "/" + info.Architecture}
+	if info.Variant != "" {
+		out.Platform += "/" + info.Variant
+	}
 	if info.Config != nil {
 		out.Labels = info.Config.Labels
 	}
@@ -88,6 +94,19 @@ func (c *Client) SaveImages(ctx context.Context, refs []string) (io.ReadCloser, 
 		return nil, fmt.Errorf("save images %v: %w", refs, err)
 	}
 	return rc, nil
+}
+
+// LoadImages loads a `docker save` tar archive into the engine.
+func (c *Client) LoadImages(ctx context.Context, archive io.Reader) error {
+	resp, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return fmt.Errorf("load images: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, io.Discard, 0, false, nil); err != nil {
+		return fmt.Errorf("load images: %w", err)
+	}
+	return nil
 }
 
 // TagImage gives an image another reference.
