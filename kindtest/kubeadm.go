@@ -43,7 +43,9 @@ func newBootstrapToken() string {
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
 // the node may not set).
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool) string {
+// extraSANs are more addresses the API server's certificate names: a
+// remote engine's address, where the API server is published.
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, extraSANs ...string) string {
 	taints := ""
 	if singleNode {
 		// An empty list, unlike none, tells kubeadm not to taint the
@@ -97,7 +99,7 @@ apiServer:
   - 127.0.0.1
   - localhost
   - %[2]s
-  - %[11]s
+  - %[11]s%[13]s
 controllerManager:
   extraArgs:
   # Each node's pod range is fixed by kindtest (see nodePodSubnet).
@@ -128,7 +130,15 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig())
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), sanLines(extraSANs))
+}
+
+func sanLines(sans []string) string {
+	var b strings.Builder
+	for _, s := range sans {
+		b.WriteString("\n  - " + s)
+	}
+	return b.String()
 }
 
 // prebootPhases are the kubeadm init phases that only write files: run on

@@ -70,6 +70,18 @@ type Container struct {
 	IPs map[string]string
 	// Ports maps "6443/tcp" to the host address it is published on.
 	Ports map[string]string
+	// NetworkMode is the container's network mode: "bridge", "host",
+	// "none", "container:<id>" or a network's name.
+	NetworkMode string
+	// Mounts are its bind mounts and volumes.
+	Mounts []Mount
+}
+
+// Mount is one of a container's mounts: Source on the engine's host,
+// Destination inside the container.
+type Mount struct {
+	Source      string
+	Destination string
 }
 
 // CreateContainer creates (but does not start) a container and returns its ID.
@@ -164,6 +176,12 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 	if info.Config != nil {
 		out.Image = info.Config.Image
 		out.Labels = info.Config.Labels
+	}
+	if info.HostConfig != nil {
+		out.NetworkMode = string(info.HostConfig.NetworkMode)
+	}
+	for _, m := range info.Mounts {
+		out.Mounts = append(out.Mounts, Mount{Source: m.Source, Destination: m.Destination})
 	}
 	if info.State != nil {
 		out.Running = info.State.Running

@@ -88,10 +88,7 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	sweepEngines(ctx, t, host)
-	ref, err := ensureEngineImage(ctx, t, host)
-	if err != nil {
-		t.Fatalf("test engine image: %v", err)
-	}
+	ref := EnsureEngineImage(t, host)
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := "kindtest-test-engine-" + hex.EncodeToString(suffix[:])
@@ -101,7 +98,7 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		t.Fatal(err)
 	}
 	volume := name + "-data"
-	labels := map[string]string{LabelEngine: ownerID()}
+	labels := map[string]string{LabelEngine: OwnerID()}
 	var id string
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -209,6 +206,20 @@ func copyImages(ctx context.Context, from, to *docker.Client, refs []string) err
 
 var imageMu sync.Mutex
 
+// EnsureEngineImage builds the engine image unless the host engine has it,
+// and returns its reference. It is a plain Debian system with Docker, also
+// fit to run test binaries in.
+func EnsureEngineImage(t testing.TB, host *docker.Client) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	ref, err := ensureEngineImage(ctx, t, host)
+	if err != nil {
+		t.Fatalf("test engine image: %v", err)
+	}
+	return ref
+}
+
 // ensureEngineImage builds the engine image unless it exists: mmdebstrap
 // of Debian's packages, imported as a one-layer image.
 func ensureEngineImage(ctx context.Context, t testing.TB, host *docker.Client) (string, error) {
@@ -276,9 +287,10 @@ func lockFile(path string) (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// ownerID names this process: pid and boot id, so that a later run can
-// tell whether the process that made an engine is gone.
-func ownerID() string {
+// OwnerID names this process: pid and boot id, so that a later run can
+// tell whether the process that made an engine is gone. It is the value of
+// LabelEngine.
+func OwnerID() string {
 	return strconv.Itoa(os.Getpid()) + "@" + bootID()
 }
 
@@ -366,3 +378,44 @@ EOF
 fi
 exec dockerd "$@"
 `
+
+// RemoteNetNS makes a network namespace of the test's own, joined to the
+// engine's by a veth pair with private addresses (10.251.N.1 on the test's
+// side, 10.251.N.2 on the engine's), and removes it when the test ends. A
+// process run in it (nsenter --net=PATH) reaches the engine only over that
+// link, as a remote engine: start the engine with ListenTCP and use
+// DOCKER_HOST=tcp://ENGINEIP:2375. No address outside the two namespaces
+// is involved.
+func (e *Engine) RemoteNetNS(t testing.TB) (path, engineIP string) {
+	t.Helper()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:4])
+	ns := "kt-remote-" + tag
+	local, peer := "ktv"+tag+"a", "ktv"+tag+"b"
+	subnet := fmt.Sprintf("10.251.%d", b[4])
+	engineIP = subnet + ".2"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		// Deleting the namespace deletes the veth pair with it.
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
+		}
+	})
+	run("ip", "link", "add", local, "type", "veth", "peer", "name", peer)
+	run("ip", "link", "set", local, "netns", ns)
+	run("ip", "link", "set", peer, "netns", strconv.Itoa(e.PID))
+	run("ip", "-n", ns, "link", "set", "lo", "up")
+	run("ip", "-n", ns, "addr", "add", subnet+".1/30", "dev", local)
+	run("ip", "-n", ns, "link", "set", local, "up")
+	inEngine := []string{"nsenter", "--net=" + e.NetNS(), "--", "ip"}
+	run(append(inEngine, "addr", "add", engineIP+"/30", "dev", peer)...)
+	run(append(inEngine, "link", "set", peer, "up")...)
+	return "/run/netns/" + ns, engineIP
+}

@@ -2,7 +2,7 @@ package enginetest_test
 
 import (
 	"bufio"
-	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,15 +26,7 @@ const matrixTests = "^(TestNodeLifecycle|TestExec|TestLoadImagePlatforms|TestKub
 // whose Docker is at /var/run/docker.sock.
 func TestEngineMatrix(t *testing.T) {
 	host := enginetest.Client(t)
-	node := os.Getenv("KINDTEST_IMAGE")
-	if node == "" {
-		node = kindtest.DefaultImage
-	}
-	for _, ref := range []string{node, kindtest.ReaperImage} {
-		if _, err := host.InspectImage(context.Background(), ref); err != nil {
-			t.Fatalf("%s: %v (build it with `go run ./cmd/kindtest build`)", ref, err)
-		}
-	}
+	node := nodeImage(t, host)
 	bin := buildTests(t, "./kindtest")
 	for _, mode := range []struct {
 		name       string
@@ -92,8 +84,15 @@ func runTests(t *testing.T, netns, bin string, env []string, run string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var failed, passed []string
-	sc := bufio.NewScanner(out)
+	passed, failed := scanResults(t, out)
+	checkResults(t, cmd.Wait(), passed, failed)
+}
+
+// scanResults logs a test binary's -test.v output line by line and
+// collects the top-level tests that passed and every test that failed.
+func scanResults(t *testing.T, r io.Reader) (passed, failed []string) {
+	t.Helper()
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -106,7 +105,11 @@ func runTests(t *testing.T, netns, bin string, env []string, run string) {
 			passed = append(passed, name)
 		}
 	}
-	err = cmd.Wait()
+	return passed, failed
+}
+
+func checkResults(t *testing.T, err error, passed, failed []string) {
+	t.Helper()
 	if err != nil || len(failed) > 0 {
 		t.Fatalf("engine tests failed (%v): %s", err, strings.Join(failed, "; "))
 	}
