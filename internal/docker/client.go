@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -191,6 +194,28 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 func containerdStore(status [][2]string) bool {
 	for _, kv := range status {
 		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnreachable reports whether err says the engine could not be reached
+// or stopped answering mid-call (refused, reset, timed out, cut off),
+// rather than refusing a request.
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if client.IsErrConnectionFailed(err) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	for _, target := range []error{io.ErrUnexpectedEOF, io.EOF, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE} {
+		if errors.Is(err, target) {
 			return true
 		}
 	}

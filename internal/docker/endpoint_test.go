@@ -181,6 +181,12 @@ func TestSSHEngineSaysWhatToDo(t *testing.T) {
 // and product version, on a unix socket in a temp dir.
 func fakeEngine(t *testing.T, api, version string) (string, *int) {
 	t.Helper()
+	sock, hits, _ := startFakeEngine(t, api, version)
+	return sock, hits
+}
+
+func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest.Server) {
+	t.Helper()
 	hits := new(int)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
@@ -205,5 +211,26 @@ func fakeEngine(t *testing.T, api, version string) (string, *int) {
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return sock, hits
+	return sock, hits, srv
+}
+
+func TestIsUnreachable(t *testing.T) {
+	sock, _, srv := startFakeEngine(t, "1.45", "26.1.5")
+	c, err := NewHost(context.Background(), "unix://"+sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.InspectContainer(context.Background(), "x") // the fake answers 404
+	if !IsNotFound(err) || IsUnreachable(err) {
+		t.Errorf("a refused request reads as unreachable: %v", err)
+	}
+	srv.Close() // the engine goes away
+	_, err = c.InspectContainer(context.Background(), "x")
+	if !IsUnreachable(err) {
+		t.Errorf("an engine that went away: %v (%T) not unreachable", err, err)
+	}
+	if IsUnreachable(nil) || IsUnreachable(errors.New("conflict")) {
+		t.Error("unrelated errors read as unreachable")
+	}
 }
