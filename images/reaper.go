@@ -14,8 +14,9 @@ import (
 )
 
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
-// kindtest package runs its reaper containers from it.
-const ReaperImage = "kindtest/reaper:v1"
+// kindtest package runs its reaper containers from it. The tag is the
+// reaper protocol's version.
+const ReaperImage = "kindtest/reaper:v2"
 
 // labelBinaryHash on the reaper image holds the SHA-256 of its binary.
 const labelBinaryHash = "io.kindtest.binary-hash"

@@ -94,6 +94,9 @@ func (n *Node) ExecStream(ctx context.Context, stdin io.Reader, stdout, stderr i
 	}
 	code, err := n.docker.Exec(ctx, n.id, cmd, docker.ExecOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
 	if err != nil {
+		if docker.IsConflict(err) || docker.IsNotFound(err) {
+			return fmt.Errorf("node %s: %s: the node container %s: %w", n.name, quoteCmd(cmd), n.state(ctx), err)
+		}
 		return fmt.Errorf("node %s: %s: %w", n.name, quoteCmd(cmd), err)
 	}
 	if code != 0 {
@@ -102,8 +105,22 @@ func (n *Node) ExecStream(ctx context.Context, stdin io.Reader, stdout, stderr i
 	return nil
 }
 
-// run is the internal form: it runs a command and folds the output into the
-// error when the command fails.
+// state says what became of a node container that cannot run commands.
+func (n *Node) state(ctx context.Context) string {
+	info, err := n.docker.InspectContainer(ctx, n.id)
+	switch {
+	case docker.IsNotFound(err):
+		return "is gone (removed)"
+	case err != nil:
+		return fmt.Sprintf("cannot be inspected (%v)", err)
+	case !info.Running:
+		return fmt.Sprintf("is %s (exit code %d)", info.Status, info.ExitCode)
+	}
+	return "is running"
+}
+
+// run is the internal form: it runs a command and returns its stdout; a
+// failure's output is in the *ExitError.
 func (n *Node) run(ctx context.Context, cmd ...string) (string, error) {
 	res, err := n.Exec(ctx, cmd...)
 	return res.Stdout, err

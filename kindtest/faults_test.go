@@ -159,30 +159,6 @@ func TestNodeKilledDuringCreate(t *testing.T) {
 	}
 }
 
-func TestDeleteTwiceAndCycles(t *testing.T) {
-	dc := engine(t)
-	img := nodeImage(t, dc)
-	ctx := context.Background()
-	for i := range 10 {
-		c, err := kindtest.New(ctx, kindtest.WithImage(img), kindtest.WithoutKubernetes())
-		if err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-		if err := c.Delete(ctx); err != nil {
-			t.Fatalf("cycle %d: delete: %v", i, err)
-		}
-		if err := c.Delete(ctx); err != nil {
-			t.Errorf("cycle %d: second delete: %v", i, err)
-		}
-		if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: c.Name()}); n != 0 {
-			t.Fatalf("cycle %d: %d resources left", i, n)
-		}
-	}
-	if err := kindtest.DeleteCluster(ctx, "kt-nonexistent"); err == nil || !strings.Contains(err.Error(), "no such cluster") {
-		t.Errorf("deleting an unknown cluster: %v", err)
-	}
-}
-
 // runChild starts this test binary as a child test process that creates a
 // cluster under the given session, and returns it with a channel of its
 // output lines.
@@ -255,31 +231,6 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("everything removed %v after SIGKILL", time.Since(killed).Round(100*time.Millisecond))
-}
-
-func TestInterruptRemovesClusters(t *testing.T) {
-	dc := engine(t)
-	nodeImage(t, dc)
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		t.Run(sig.String(), func(t *testing.T) {
-			session := fmt.Sprintf("sigtest%d", time.Now().UnixNano()%1e9)
-			cmd, lines := runChild(t, session)
-			waitLine(t, lines, "child: created")
-			if err := cmd.Process.Signal(sig); err != nil {
-				t.Fatal(err)
-			}
-			err := cmd.Wait()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				t.Errorf("child exit: %v, want it ended by the signal", err)
-			}
-			// Checked as soon as the process has ended: removal happens
-			// before exit, not later by the reaper.
-			if n := leftovers(t, dc, map[string]string{kindtest.LabelSession: session, kindtest.LabelCluster: ""}); n != 0 {
-				t.Errorf("%d resources left when the interrupted process ended", n)
-			}
-		})
-	}
 }
 
 func TestPruneOrphans(t *testing.T) {

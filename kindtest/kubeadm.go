@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kindtest/kindtest/images"
 )
@@ -43,9 +44,14 @@ func newBootstrapToken() string {
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
 // the node may not set).
+//
+// kubeadm's own time limits (one minute for an API call, four for the
+// control plane to come up) are set to the create timeout, so that on a
+// slow or loaded machine the create timeout alone decides when to give up.
+//
 // extraSANs are more addresses the API server's certificate names: a
 // remote engine's address, where the API server is published.
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, extraSANs ...string) string {
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration, extraSANs ...string) string {
 	taints := ""
 	if singleNode {
 		// An empty list, unlike none, tells kubeadm not to taint the
@@ -76,6 +82,7 @@ skipPhases:
 - addon/kube-proxy
 nodeRegistration:
 %[4]s%[5]s
+%[13]s
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -99,7 +106,7 @@ apiServer:
   - 127.0.0.1
   - localhost
   - %[2]s
-  - %[11]s%[13]s
+  - %[11]s%[14]s
 controllerManager:
   extraArgs:
   # Each node's pod range is fixed by kindtest (see nodePodSubnet).
@@ -130,13 +137,23 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), sanLines(extraSANs))
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), kubeadmTimeouts(timeout), sanLines(extraSANs))
 }
 
 func sanLines(sans []string) string {
 	var b strings.Builder
 	for _, s := range sans {
 		b.WriteString("\n  - " + s)
+	}
+	return b.String()
+}
+
+// kubeadmTimeouts sets every time limit kubeadm has to d.
+func kubeadmTimeouts(d time.Duration) string {
+	var b strings.Builder
+	b.WriteString("timeouts:")
+	for _, k := range []string{"controlPlaneComponentHealthCheck", "kubeletHealthCheck", "kubernetesAPICall", "etcdAPICall", "tlsBootstrap", "discovery", "upgradeManifests"} {
+		fmt.Fprintf(&b, "\n  %s: %s", k, d)
 	}
 	return b.String()
 }
@@ -208,7 +225,7 @@ func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (str
 }
 
 // kubeadmJoinConfig is a worker's kubeadm configuration.
-func kubeadmJoinConfig(cp, n *Node, token string) string {
+func kubeadmJoinConfig(cp, n *Node, token string, timeout time.Duration) string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 skipPhases:
@@ -221,8 +238,9 @@ discovery:
     unsafeSkipCAVerification: true
 nodeRegistration:
 %s
+%s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeletConfig())
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeadmTimeouts(timeout), kubeletConfig())
 }
 
 func nodeRegistration(n *Node) string {

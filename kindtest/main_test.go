@@ -11,8 +11,14 @@ import (
 )
 
 // childEnv, when set, makes the test binary act as a test process that
-// creates a cluster and is then killed or interrupted by its parent test.
+// creates a cluster and is then killed, interrupted or ended by its parent
+// test. Its value is the mode: "create" (create, then wait), "exit"
+// (create, then os.Exit(1) as a test body may) or "cycle" (create,
+// delete, exit 0).
 const childEnv = "KINDTEST_TEST_CHILD"
+
+// childReaperEnv gives the child a reaper container of its own.
+const childReaperEnv = "KINDTEST_TEST_REAPER_NAME"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
@@ -21,13 +27,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child creates a cluster, printing progress on stdout, then waits to be
-// signalled.
+// child creates a cluster, printing progress on stdout, then does what
+// mode says.
 func child(mode string) int {
+	if name := os.Getenv(childReaperEnv); name != "" {
+		kindtest.SetReaperNameForTest(name)
+	}
 	log := kindtest.LoggerFunc(func(format string, args ...any) {
 		fmt.Printf(format+"\n", args...)
 	})
-	c, err := kindtest.New(context.Background(),
+	ctx := context.Background()
+	c, err := kindtest.New(ctx,
 		kindtest.WithoutKubernetes(), kindtest.WithWorkers(1),
 		kindtest.WithNamePrefix("child"), kindtest.WithLogger(log))
 	if err != nil {
@@ -35,6 +45,17 @@ func child(mode string) int {
 		return 1
 	}
 	fmt.Println("child: created", c.Name())
+	switch mode {
+	case "exit":
+		os.Exit(1)
+	case "cycle":
+		if err := c.Delete(ctx); err != nil {
+			fmt.Println("child: delete failed:", err)
+			return 1
+		}
+		fmt.Println("child: deleted", c.Name())
+		return 0
+	}
 	time.Sleep(10 * time.Minute)
 	return 0
 }

@@ -31,13 +31,21 @@ type discard struct{}
 
 func (discard) Printf(string, ...any) {}
 
-// KeepPolicy says when a cluster outlives its test.
+// KeepPolicy says when a cluster outlives its test. One rule applies
+// wherever a cluster's end is decided: at the end of its test, on SIGINT
+// or SIGTERM, at the test binary's deadline, in the reaper and in the
+// orphan sweep (see the README's table).
 type KeepPolicy int
 
 const (
-	// KeepNever removes the cluster when the test ends. The default.
+	// KeepNever removes the cluster however its test or process ends. The
+	// default.
 	KeepNever KeepPolicy = iota
-	// KeepOnFailure keeps the cluster when the test failed.
+	// KeepOnFailure keeps the cluster when its test is seen to fail: a
+	// failed or panicking test, a failed creation, or the test binary's
+	// -timeout. It is removed when the test passes, when the process is
+	// interrupted (SIGINT, SIGTERM), and when the process dies without a
+	// word (SIGKILL, a crash), since no failure was seen to debug.
 	KeepOnFailure
 	// KeepAlways keeps the cluster whatever the outcome.
 	KeepAlways
@@ -71,6 +79,9 @@ type config struct {
 	artifactsDir  string
 	reuse         bool
 	runtime       string // OCI runtime of the nodes; set only by tests
+	// initWrapper is put before `kubeadm init` in the init script; set
+	// only by tests, to make init fail.
+	initWrapper string
 }
 
 // Limits on user input. Each node is a full container with systemd, a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
 
@@ -21,110 +22,308 @@ import (
 // built with the node image by `go run ./cmd/kindtest build`.
 const ReaperImage = images.ReaperImage
 
-// LabelReaper marks reaper containers.
-const LabelReaper = "dev.kindtest.reaper"
-
 const reaperPort = 7770
 
-var (
-	reaperOnce sync.Once
-	reaperDone = make(chan struct{}) // closed once the reaper is up, or failed
-	// reaperConn is held open for the life of the process. It is kept in a
-	// package variable so that the garbage collector never finalizes it:
-	// that would close it and make the reaper remove live clusters.
-	reaperConn net.Conn
+// reaperName is the name of the engine's one reaper container, shared by
+// every test process that uses the engine; the suffix is the protocol
+// version. Tests of the reaper's own start give their child processes
+// reapers of their own.
+var reaperName = "kindtest-reaper-2"
+
+// Time limits of the reaper. It exits after reaperIdle without a client,
+// also right after its start, so a process killed while it starts the
+// reaper leaves it running for that long at most.
+const (
+	reaperStartTimeout = 45 * time.Second
+	reaperHandshake    = 15 * time.Second
+	reaperIdle         = 10 * time.Second
+	reaperReplyTimeout = 10 * time.Second
 )
 
-// ensureReaper starts this process's reaper once, in the background, and
-// connects to it; waitReaper waits for that. The connection is never closed
-// by the process: its end, however the process ends, is the reaper's
-// signal. Without a reaper (no image, an engine not reached through a local
-// socket, or KINDTEST_REAPER=off) the clusters of a killed process are
-// removed by the next Start's sweep instead; that is logged, not fatal.
-func ensureReaper(log Logger) {
+// The process's connection to the reaper, made by the first cluster that
+// needs it. theReaper also keeps the connection referenced for the life
+// of the process: were it finalized and closed, the reaper would remove
+// live clusters.
+var (
+	reaperOnce  sync.Once
+	reaperReady = make(chan struct{})
+	theReaper   *watchdog
+	reaperErr   error
+)
+
+// watchdog is the process's connection to the reaper.
+type watchdog struct {
+	mu     sync.Mutex
+	conn   net.Conn
+	r      *bufio.Reader
+	broken error
+}
+
+// processReaper returns this process's connection to the engine's reaper,
+// made the first time: to the running reaper, or to one it starts. That
+// runs on its own bounded context, so a caller that gives up waiting
+// leaves nothing half-made: a reaper container this process created and
+// could not connect to is removed. It never logs; callers report the
+// error with their own logger.
+func processReaper(ctx context.Context) (*watchdog, error) {
 	reaperOnce.Do(func() {
 		go func() {
-			defer close(reaperDone)
-			// Its own client and context: the first cluster's may be gone
-			// before the reaper is up.
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			dc, err := docker.New(ctx)
-			if err == nil {
-				defer dc.Close()
-				err = startReaper(ctx, dc)
-			}
-			if err != nil {
-				log.Printf("kindtest: no reaper for this process (%v): should it be killed, its clusters are removed by the next Start or by `kindtest prune`", err)
-			}
+			defer close(reaperReady)
+			theReaper, reaperErr = connectToReaper()
 		}()
 	})
-}
-
-// waitReaper waits until ensureReaper's work is done, or ctx ends.
-func waitReaper(ctx context.Context) {
 	select {
-	case <-reaperDone:
+	case <-reaperReady:
+		return theReaper, reaperErr
 	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 
-func startReaper(ctx context.Context, dc *docker.Client) error {
-	if os.Getenv("KINDTEST_REAPER") == "off" {
-		return errors.New("KINDTEST_REAPER=off")
+func connectToReaper() (*watchdog, error) {
+	if v := os.Getenv("KINDTEST_REAPER"); v == "off" {
+		return nil, errors.New("KINDTEST_REAPER=off")
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), reaperStartTimeout)
+	defer cancel()
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer dc.Close()
 	socket, ok := strings.CutPrefix(dc.Host(), "unix://")
 	if !ok {
-		return fmt.Errorf("engine at %s is not a local socket", dc.Host())
+		return nil, fmt.Errorf("engine at %s is not a local socket", dc.Host())
 	}
 	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
-		return fmt.Errorf("image %s: %w", ReaperImage, err)
+		return nil, fmt.Errorf("image %s: %w", ReaperImage, err)
 	}
-	name := "kindtest-reaper-" + Session()
+	// Another process may be starting the reaper, or it may be exiting
+	// after its idle time: try again until one answers.
+	var last error
+	err = waitFor(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+		w, err := attemptReaper(ctx, dc, socket)
+		if err != nil {
+			var stale *staleReaperError
+			if errors.As(err, &stale) {
+				return false, err
+			}
+			last = err
+			return false, nil
+		}
+		if err := w.request("hello", Session()); err != nil {
+			w.conn.Close()
+			last = err
+			return false, nil
+		}
+		theReaper = w
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
+		}
+		return nil, fmt.Errorf("reaper %s: %w", reaperName, err)
+	}
+	return theReaper, nil
+}
+
+// attemptReaper makes one attempt at connecting to the reaper container,
+// creating or starting it as needed.
+func attemptReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
+	info, err := dc.InspectContainer(ctx, reaperName)
+	switch {
+	case docker.IsNotFound(err):
+		return createReaper(ctx, dc, socket)
+	case err != nil:
+		return nil, err
+	case info.Status == "created":
+		// Left by a process killed between creating and starting it, or
+		// being started by another process right now.
+		if err := dc.StartContainer(ctx, info.ID); err != nil {
+			return nil, err
+		}
+		return connectReaper(ctx, dc, info.ID)
+	case info.Running:
+		return connectReaper(ctx, dc, info.ID)
+	}
+	// Exited: the engine is removing it (it is started with auto-remove).
+	return nil, fmt.Errorf("reaper container is %s", info.Status)
+}
+
+// createReaper creates and starts the reaper container. A reaper this
+// process created but cannot connect to is removed.
+func createReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
+	o := self()
 	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
-		Name:  name,
+		Name:  reaperName,
 		Image: ReaperImage,
 		Labels: map[string]string{
 			LabelReaper:     "true",
-			LabelSession:    Session(),
-			LabelOwnerHost:  self().Host,
-			LabelOwnerPID:   fmt.Sprint(self().PID),
-			LabelOwnerStart: self().Start,
+			LabelOwnerHost:  o.Host,
+			LabelOwnerPID:   fmt.Sprint(o.PID),
+			LabelOwnerStart: o.Start,
+			LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 		},
-		Cmd:        []string{"reaper", "--session", Session(), "--listen", fmt.Sprintf(":%d", reaperPort)},
+		Cmd:        []string{"reaper", "--listen", fmt.Sprintf(":%d", reaperPort), "--idle", reaperIdle.String()},
 		Binds:      []string{socket + ":/var/run/docker.sock"},
 		Ports:      []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: reaperPort}},
 		AutoRemove: true,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := dc.StartContainer(ctx, id); err != nil {
-		_ = dc.RemoveContainer(context.WithoutCancel(ctx), id)
-		return err
+		return nil, errors.Join(err, removeReaper(dc, id))
 	}
+	w, err := connectReaper(ctx, dc, id)
+	if err != nil {
+		var stale *staleReaperError
+		if errors.As(err, &stale) {
+			return nil, errors.Join(err, removeReaper(dc, id))
+		}
+		return nil, err
+	}
+	return w, nil
+}
+
+func removeReaper(dc *docker.Client, id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return dc.RemoveContainer(ctx, id)
+}
+
+// staleReaperError says the reaper speaks another protocol version: its
+// image is older or newer than this library.
+type staleReaperError struct{ greeting string }
+
+func (e *staleReaperError) Error() string {
+	return fmt.Sprintf("reaper image %s answered %q, this library needs %q: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, e.greeting, reaper.Greeting)
+}
+
+// connectReaper connects to the running reaper container id.
+func connectReaper(ctx context.Context, dc *docker.Client, id string) (*watchdog, error) {
 	info, err := dc.InspectContainer(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	addr := info.Ports[fmt.Sprintf("%d/tcp", reaperPort)]
+	if addr == "" {
+		return nil, fmt.Errorf("reaper container %s: port %d is not published", id, reaperPort)
+	}
 	// The engine's port proxy accepts before the reaper listens; only the
 	// reaper's greeting proves the connection reached it.
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, reaperHandshake)
 	defer cancel()
-	return waitFor(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+	var w *watchdog
+	var last error
+	err = waitFor(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+		gone := func() bool {
+			info, err := dc.InspectContainer(ctx, id)
+			return err != nil || !info.Running
+		}
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
+			last = err
+			if gone() {
+				return false, fmt.Errorf("reaper exited: %v", last)
+			}
 			return false, nil
 		}
 		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil || line != reaper.Ready {
+		r := bufio.NewReader(conn)
+		line, err := r.ReadString('\n')
+		line = strings.TrimSpace(line)
+		if err != nil || line != reaper.Greeting {
 			conn.Close()
+			if err == nil && strings.HasPrefix(line, "kindtest-reaper") {
+				return false, &staleReaperError{greeting: line}
+			}
+			last = fmt.Errorf("greeting %q: %v", line, err)
+			// A reaper that refuses new clients is exiting.
+			if gone() {
+				return false, fmt.Errorf("reaper exited: %v", last)
+			}
 			return false, nil
 		}
 		_ = conn.SetReadDeadline(time.Time{})
-		reaperConn = conn
+		w = &watchdog{conn: conn, r: r}
 		return true, nil
 	})
+	if err != nil {
+		if last != nil {
+			err = fmt.Errorf("%w (last attempt: %v)", err, last)
+		}
+		return nil, fmt.Errorf("connect to reaper at %s: %w", addr, err)
+	}
+	return w, nil
+}
+
+// register tells the reaper that this process owns the cluster, before
+// any of it exists.
+func (w *watchdog) register(name string) error { return w.request("register", name) }
+
+// forget tells the reaper that the cluster is no longer its business:
+// removed, or kept on purpose.
+func (w *watchdog) forget(name string) error { return w.request("forget", name) }
+
+func (w *watchdog) request(verb, name string) error {
+	if verb != "hello" {
+		if err := lifetime.CheckClusterName(name); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return w.broken
+	}
+	// The connection is never closed, even when broken: closing it would
+	// make a reaper that is only slow remove the process's live clusters.
+	_ = w.conn.SetDeadline(time.Now().Add(reaperReplyTimeout))
+	defer w.conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(w.conn, "%s %s\n", verb, name); err != nil {
+		w.broken = fmt.Errorf("reaper connection: %w", err)
+		return w.broken
+	}
+	line, err := w.r.ReadString('\n')
+	if err != nil {
+		w.broken = fmt.Errorf("reaper connection: %w", err)
+		return w.broken
+	}
+	if line = strings.TrimSpace(line); line != "ok" {
+		return fmt.Errorf("reaper refused %s %s: %s", verb, name, line)
+	}
+	return nil
+}
+
+// watch registers the cluster with the process's reaper before anything
+// of it is created. Without a reaper the cluster is still removed at the
+// end of its test, on SIGINT or SIGTERM, and at the test binary's
+// deadline; only should the process be killed outright does it wait for
+// the next Start's sweep or `kindtest prune`. That is said in the log.
+func (c *Cluster) watch(ctx context.Context) {
+	w, err := processReaper(ctx)
+	if err == nil {
+		err = w.register(c.name)
+	}
+	if err != nil {
+		c.log.Printf("kindtest: %s: no reaper watches this cluster (%v): should this process be killed, the next Start or `kindtest prune` removes it", c.name, err)
+		watchSignals()
+		return
+	}
+	c.mu.Lock()
+	c.watchdog = w
+	c.mu.Unlock()
+}
+
+// unwatch tells the reaper the cluster is no longer its business.
+func (c *Cluster) unwatch() {
+	c.mu.Lock()
+	w := c.watchdog
+	c.watchdog = nil
+	c.mu.Unlock()
+	if w != nil {
+		_ = w.forget(c.name)
+	}
 }

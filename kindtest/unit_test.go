@@ -1,7 +1,9 @@
 package kindtest
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
 	"os"
 	"os/exec"
 	"regexp"
@@ -37,7 +39,7 @@ func TestClusterNames(t *testing.T) {
 
 func TestLabels(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure), RoleWorker, 2)
+	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure.String()), RoleWorker, 2)
 	want := map[string]string{
 		LabelCluster: "kt-1", LabelSession: Session(), LabelRole: RoleWorker, LabelNodeIndex: "2",
 		LabelOwnerPID: strconv.Itoa(os.Getpid()), LabelCreated: "2026-11-29T12:00:00Z", LabelKeep: "on-failure",
@@ -134,21 +136,21 @@ func TestKubeconfigRewrite(t *testing.T) {
 
 func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
-	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true)
+	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, 25*time.Minute)
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
-		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1"} {
+		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
 	}
-	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
+	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
-	if remote := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, "10.251.0.2"); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
+	if remote := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, time.Minute, "10.251.0.2"); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
 		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
 	}
-	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef")
-	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3"} {
+	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute)
+	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3", "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {
 			t.Errorf("join config lacks %q", s)
 		}
@@ -196,5 +198,36 @@ metadata:
 	}
 	if _, err := fitCoreDNS("apiVersion: v1\nkind: ServiceAccount\n", 1, "h", 1); err == nil {
 		t.Error("no Deployment: no error")
+	}
+}
+
+func TestEmptyClusterNamesRefused(t *testing.T) {
+	// Refused before any engine is asked: with an empty name, a label
+	// filter would select every kindtest cluster on the engine.
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	for _, name := range []string{"", "  ", "Not_A_Name"} {
+		if _, err := Attach(context.Background(), name); err == nil || errors.Is(err, ErrDockerUnavailable) {
+			t.Errorf("Attach(%q): %v, want a name error", name, err)
+		}
+		if err := DeleteCluster(context.Background(), name); err == nil || errors.Is(err, ErrDockerUnavailable) {
+			t.Errorf("DeleteCluster(%q): %v, want a name error", name, err)
+		}
+	}
+}
+
+func TestPanickingSeen(t *testing.T) {
+	if panicking() {
+		t.Fatal("panicking() without a panic")
+	}
+	seen := false
+	func() {
+		defer func() {
+			seen = panicking()
+			_ = recover()
+		}()
+		panic("test")
+	}()
+	if !seen {
+		t.Error("panicking() missed a panic in progress")
 	}
 }

@@ -34,7 +34,7 @@ commands:
   prune [-all]     delete clusters whose owning process is gone (-all: every cluster)
   logs NAME        export a cluster's logs (-dir, default .)
   bench            create and delete clusters, printing per-phase timings
-  reaper           (internal) remove a test session's clusters once it is gone
+  reaper           (internal) remove the clusters of test processes once they are gone
 `
 
 func main() {
@@ -186,6 +186,7 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	path, err := c.ExportLogs(ctx, *dir)
 	if path != "" {
 		fmt.Fprintf(out, "logs of %s in %s\n", fs.Arg(0), path)
@@ -195,10 +196,8 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 
 func runReaper(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
-	session := fs.String("session", "", "session whose clusters to remove")
 	listen := fs.String("listen", ":7770", "address to accept clients on")
-	grace := fs.Duration("grace", 2*time.Second, "how long without clients before removing")
-	first := fs.Duration("first-client", time.Minute, "how long to wait for the first client")
+	idle := fs.Duration("idle", 10*time.Second, "how long to wait without any client before exiting")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -212,7 +211,7 @@ func runReaper(ctx context.Context, args []string) error {
 		return err
 	}
 	return reaper.Serve(ctx, dc, ln, reaper.Config{
-		Session: *session, Grace: *grace, FirstClient: *first,
+		Idle: *idle,
 		Logf: log.New(os.Stderr, "", log.LstdFlags).Printf,
 	})
 }

@@ -32,6 +32,9 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	var err error
 	cluster, err = kindtest.Attach(ctx, string(name), kindtest.WithLogger(GinkgoWriter))
 	Expect(err).NotTo(HaveOccurred())
+	// Every process lets go of its handle; the cluster itself stays until
+	// process 1's cleanup removes it.
+	DeferCleanup(cluster.Close)
 })
 
 // Each spec works in a namespace of its own, named after its process, so

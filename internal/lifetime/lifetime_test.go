@@ -1,0 +1,40 @@
+package lifetime
+
+import "testing"
+
+func TestOutlives(t *testing.T) {
+	all := []Outcome{Passed, Failed, Interrupted, Vanished}
+	for _, tc := range []struct {
+		keeps []string
+		want  map[Outcome]bool // outcomes for which the cluster outlives
+	}{
+		{[]string{KeepNever}, nil},
+		{[]string{""}, nil},
+		{[]string{KeepAlways}, map[Outcome]bool{Passed: true, Failed: true, Interrupted: true, Vanished: true}},
+		{[]string{KeepOnFailure}, map[Outcome]bool{Failed: true}},
+		// A reusable cluster outlives its run only once marked complete.
+		{[]string{KeepReuse}, nil},
+		{[]string{KeepReuse, Kept}, map[Outcome]bool{Passed: true, Failed: true, Interrupted: true, Vanished: true}},
+		// Kept after a failure: the sweep and the reaper leave it too.
+		{[]string{KeepOnFailure, Kept}, map[Outcome]bool{Passed: true, Failed: true, Interrupted: true, Vanished: true}},
+	} {
+		for _, o := range all {
+			if got := Outlives(tc.keeps, o); got != tc.want[o] {
+				t.Errorf("Outlives(%q, %s) = %t, want %t", tc.keeps, o, got, tc.want[o])
+			}
+		}
+	}
+}
+
+func TestCheckClusterName(t *testing.T) {
+	for _, bad := range []string{"", " ", "\t", "Kt-1", "kt_1", "-kt", "kt-", "kt 1", "a/b"} {
+		if CheckClusterName(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	for _, good := range []string{"kt-0123abcd", "child-1", "a"} {
+		if err := CheckClusterName(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+}
