@@ -32,7 +32,9 @@ type Cluster struct {
 	// testDeadline is when Start stops creation for the test binary's
 	// -timeout; zero when there is none.
 	testDeadline time.Time
-	apiServer    string // https://127.0.0.1:PORT
+	apiServer    string // https://127.0.0.1:PORT, or see placement
+	// place is where this process stands relative to the engine.
+	place placement
 	workDir      string // holds the kubeconfig file
 	ownsWorkDir  bool   // Delete removes workDir
 	timings      []PhaseTiming
@@ -75,7 +77,11 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.setup(ctx); err != nil {
-		return nil, errors.Join(err, c.end(lifetime.Failed))
+		endErr := c.end(lifetime.Failed)
+		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
+		}
+		return nil, errors.Join(err, endErr)
 	}
 	return c, nil
 }
@@ -164,6 +170,11 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
+	place, err := detectPlacement(ctx, dc)
+	if err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	keep := cfg.keep.String()
@@ -186,6 +197,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		created:           now,
 		log:               cfg.logger,
 		kubernetesVersion: version,
+		place:             place,
 	}, nil
 }
 

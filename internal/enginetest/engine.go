@@ -349,7 +349,7 @@ if [ -n "${CONTAINERD_STORE:-}" ]; then
 else
   echo '{"features":{"containerd-snapshotter":false}}' > /etc/docker/daemon.json
 fi
-set -- -H "unix://$SOCK"
+set -- -H "unix://$SOCK" -H unix:///var/run/docker.sock
 if [ -n "${LISTEN_TCP:-}" ]; then
   set -- "$@" -H tcp://0.0.0.0:2375 --tls=false
 fi

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,8 +17,10 @@ import (
 
 // matrixTests are the library's engine tests that run on every engine of
 // the matrix: node lifecycle, exec, LoadImage (single- and
-// multi-platform), Kubernetes, cleanup after delete and after kill -9.
-const matrixTests = "^(TestNodeLifecycle|TestExec|TestLoadImagePlatforms|TestKubernetes|TestDeleteTwiceAndCycles|TestKilledProcessLeavesNothing)$"
+// multi-platform), Kubernetes, and cleanup: after a cancelled create, by
+// the sweep, and by the reaper after kill -9.
+var matrixTests = []string{"TestNodeLifecycle", "TestExec", "TestLoadImagePlatforms", "TestKubernetes",
+	"TestCancelMidCreateLeavesNothing", "TestPruneOrphans", "TestKilledProcessLeavesNothing"}
 
 // TestEngineMatrix runs the library's engine tests against Debian trixie's
 // Docker 26, once with the classic image store and once with the
@@ -70,10 +73,10 @@ func buildTests(t *testing.T, pkg string) string {
 // runTests runs a compiled test binary in the network namespace netns,
 // with env replacing the engine settings of the environment, and fails
 // the test with the names of the tests that failed.
-func runTests(t *testing.T, netns, bin string, env []string, run string) {
+func runTests(t *testing.T, netns, bin string, env []string, tests []string) {
 	t.Helper()
 	cmd := exec.Command("nsenter", "--net="+netns, "--", bin,
-		"-test.run", run, "-test.count=1", "-test.v", "-test.timeout=30m")
+		"-test.run", runPattern(tests), "-test.count=1", "-test.v", "-test.timeout=30m")
 	cmd.Dir = filepath.Join(repoRoot(t), "kindtest")
 	cmd.Env = append(withoutEngineEnv(os.Environ()), env...)
 	out, err := cmd.StdoutPipe()
@@ -85,7 +88,12 @@ func runTests(t *testing.T, netns, bin string, env []string, run string) {
 		t.Fatal(err)
 	}
 	passed, failed := scanResults(t, out)
-	checkResults(t, cmd.Wait(), passed, failed)
+	checkResults(t, cmd.Wait(), tests, passed, failed)
+}
+
+// runPattern is a -test.run pattern for exactly the named tests.
+func runPattern(tests []string) string {
+	return "^(" + strings.Join(tests, "|") + ")$"
 }
 
 // scanResults logs a test binary's -test.v output line by line and
@@ -108,13 +116,18 @@ func scanResults(t *testing.T, r io.Reader) (passed, failed []string) {
 	return passed, failed
 }
 
-func checkResults(t *testing.T, err error, passed, failed []string) {
+// checkResults fails the test unless the run succeeded and every one of
+// the tests passed: a renamed test must not drop out of the matrix
+// unnoticed.
+func checkResults(t *testing.T, err error, tests, passed, failed []string) {
 	t.Helper()
 	if err != nil || len(failed) > 0 {
 		t.Fatalf("engine tests failed (%v): %s", err, strings.Join(failed, "; "))
 	}
-	if len(passed) == 0 {
-		t.Fatal("no engine test ran")
+	for _, name := range tests {
+		if !slices.ContainsFunc(passed, func(p string) bool { return strings.HasPrefix(p, name+" ") }) {
+			t.Errorf("%s did not run (passed: %s)", name, strings.Join(passed, "; "))
+		}
 	}
 	t.Logf("passed: %s", strings.Join(passed, "; "))
 }
