@@ -47,3 +47,29 @@ func TestRemoteAddress(t *testing.T) {
 		t.Errorf("unresolvable host: got %v", err)
 	}
 }
+
+func TestPlacementNetwork(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		ips  map[string]string
+		want string
+	}{
+		{"default", map[string]string{"bridge": "172.17.0.5"}, "bridge"},
+		{"bridge", map[string]string{"bridge": "172.17.0.5"}, "bridge"},
+		{"ci-net", map[string]string{"ci-net": "10.0.0.5", "kt-1234": "172.20.0.9"}, "ci-net"},
+		{"0123abcd", map[string]string{"ci-net": "10.0.0.5"}, "ci-net"},
+	} {
+		p := placement{kind: placementContainer}
+		p.self.NetworkMode, p.self.IPs = tc.mode, tc.ips
+		if got := p.network(); got != tc.want {
+			t.Errorf("mode %s, networks %v: got %s, want %s", tc.mode, tc.ips, got, tc.want)
+		}
+	}
+	remote := placement{kind: placementRemote, publishIP: "10.251.0.2"}
+	if got := remote.certSANs(); len(got) != 1 || got[0] != "10.251.0.2" {
+		t.Errorf("remote SANs %v", got)
+	}
+	if got := (placement{kind: placementLocal, publishIP: "127.0.0.1"}).certSANs(); got != nil {
+		t.Errorf("local SANs %v", got)
+	}
+}
