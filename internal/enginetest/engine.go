@@ -76,6 +76,8 @@ type Engine struct {
 	// PID is the engine container's init process on this host; its
 	// network namespace is /proc/PID/ns/net.
 	PID int
+
+	host *docker.Client
 }
 
 // NetNS is the path of the engine's network namespace, for nsenter.
@@ -143,7 +145,7 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 	if err := host.StartContainer(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	e := &Engine{ID: id, Host: "unix://" + sock}
+	e := &Engine{ID: id, Host: "unix://" + sock, host: host}
 	e.Client, err = waitEngine(ctx, host, id, e.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -418,4 +420,10 @@ func (e *Engine) RemoteNetNS(t testing.TB) (path, engineIP string) {
 	run(append(inEngine, "addr", "add", engineIP+"/30", "dev", peer)...)
 	run(append(inEngine, "link", "set", peer, "up")...)
 	return "/run/netns/" + ns, engineIP
+}
+
+// Exec runs a command in the engine's container (iptables, ip) and returns
+// its exit code.
+func (e *Engine) Exec(ctx context.Context, cmd ...string) (int, error) {
+	return e.host.Exec(ctx, e.ID, cmd, docker.ExecOptions{})
 }

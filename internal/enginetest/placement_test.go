@@ -1,6 +1,7 @@
 package enginetest_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -35,11 +36,81 @@ func TestRemoteEngine(t *testing.T) {
 		Images:    []string{node, kindtest.ReaperImage},
 	})
 	netns, ip := e.RemoteNetNS(t)
-	runTests(t, netns, bin, []string{
+	env := []string{
 		"DOCKER_HOST=tcp://" + ip + ":2375",
 		"KINDTEST_IMAGE=" + node,
 		"CI=true",
-	}, placementTests)
+	}
+	t.Run("tests", func(t *testing.T) { runTests(t, netns, bin, env, placementTests) })
+	t.Run("engine-goes-away", func(t *testing.T) { engineGoesAway(t, e, netns, bin, env) })
+}
+
+// engineGoesAway cuts a test process off the engine's API mid-create (the
+// engine resets every connection to its port), checks that the create
+// fails saying what happened, and that once the process is gone nothing of
+// its cluster is left on the engine.
+func engineGoesAway(t *testing.T, e *enginetest.Engine, netns, bin string, env []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "nsenter", "--net="+netns, "--", bin)
+	cmd.Dir = filepath.Join(repoRoot(t), "kindtest")
+	cmd.Env = append(withoutEngineEnv(os.Environ()), append(env, "KINDTEST_TEST_CHILD=create")...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	block := []string{"iptables", "-I", "INPUT", "-p", "tcp", "--dport", "2375", "-j", "REJECT", "--reject-with", "tcp-reset"}
+	unblock := append([]string{"iptables", "-D"}, block[2:]...)
+	var output strings.Builder
+	sc := bufio.NewScanner(out)
+	blocked := false
+	for sc.Scan() {
+		line := sc.Text()
+		output.WriteString(line + "\n")
+		if !blocked && strings.Contains(line, "containers done") {
+			if code, err := e.Exec(ctx, block...); err != nil || code != 0 {
+				t.Fatalf("block the engine's port: exit %d, %v", code, err)
+			}
+			blocked = true
+			t.Logf("engine port blocked after: %s", line)
+		}
+	}
+	waitErr := cmd.Wait()
+	if blocked {
+		if code, err := e.Exec(context.Background(), unblock...); err != nil || code != 0 {
+			t.Errorf("unblock the engine's port: exit %d, %v", code, err)
+		}
+	}
+	if !blocked {
+		t.Fatalf("the child never reached the containers phase (%v):\n%s", waitErr, output.String())
+	}
+	if waitErr == nil || !strings.Contains(output.String(), "stopped answering") {
+		t.Fatalf("child exit %v, output:\n%s\nwant a failed create saying the engine stopped answering", waitErr, output.String())
+	}
+	t.Logf("child said:\n%s", output.String())
+	// The child is gone: its reaper connection dropped with it.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left, err := e.Client.ListContainers(ctx, map[string]string{kindtest.LabelCluster: ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nets, err := e.Client.ListNetworks(ctx, map[string]string{kindtest.LabelCluster: ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left)+len(nets) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d container(s) and %d network(s) of the cut-off process still on the engine after 60 s", len(left), len(nets))
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // TestInContainer runs engine tests in a container of the host engine with
