@@ -32,9 +32,7 @@ type Cluster struct {
 	// testDeadline is when Start stops creation for the test binary's
 	// -timeout; zero when there is none.
 	testDeadline time.Time
-	apiServer    string // https://127.0.0.1:PORT, or see placement
-	// place is where this process stands relative to the engine.
-	place placement
+	apiServer    string // https://127.0.0.1:PORT
 	workDir      string // holds the kubeconfig file
 	ownsWorkDir  bool   // Delete removes workDir
 	timings      []PhaseTiming
@@ -57,6 +55,10 @@ type Cluster struct {
 	deleteOnce sync.Once
 	deleteErr  error
 	closeOnce  sync.Once
+
+	// place is where this process stands relative to the engine; it
+	// decides the API server's address (see placement).
+	place placement
 }
 
 // PhaseTiming is how long one phase of cluster creation took.
