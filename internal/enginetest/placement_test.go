@@ -39,6 +39,7 @@ func TestRemoteEngine(t *testing.T) {
 	env := []string{
 		"DOCKER_HOST=tcp://" + ip + ":2375",
 		"KINDTEST_IMAGE=" + node,
+		"KINDTEST_TEST_API_HOST=" + ip,
 		"CI=true",
 	}
 	t.Run("tests", func(t *testing.T) { runTests(t, netns, bin, env, placementTests) })
@@ -140,7 +141,16 @@ func TestInContainer(t *testing.T) {
 		"PATH=" + filepath.Join(goroot, "bin") + ":/usr/sbin:/usr/bin:/sbin:/bin",
 		"HOME=/root", "GOROOT=" + goroot, "GOMODCACHE=" + modcache, "GOCACHE=" + gocache,
 		"GOTOOLCHAIN=local", "GOFLAGS=-mod=mod", "GOPROXY=off",
-		"CI=true", "KINDTEST_IMAGE=" + node,
+		"CI=true", "KINDTEST_IMAGE=" + node, "KINDTEST_TEST_API_HOST=control-plane",
+	}
+	// The kubectl the node image build left, for the test's host kubectl
+	// check (the library itself needs none).
+	if cache, err := os.UserCacheDir(); err == nil {
+		bin := filepath.Join(cache, "kindtest", "bin", kindtest.KubernetesVersion)
+		if _, err := os.Stat(filepath.Join(bin, "kubectl")); err == nil {
+			binds = append(binds, bin+":"+bin+":ro")
+			env = append(env, "XDG_CACHE_HOME="+cache)
+		}
 	}
 
 	t.Run("bridge", func(t *testing.T) {
