@@ -36,7 +36,7 @@ var reaperName = "kindtest-reaper-2"
 const (
 	reaperStartTimeout = 45 * time.Second
 	reaperHandshake    = 15 * time.Second
-	reaperIdle         = 10 * time.Second
+	reaperIdle         = 5 * time.Second
 	reaperReplyTimeout = 10 * time.Second
 )
 

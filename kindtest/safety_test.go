@@ -137,28 +137,47 @@ func reaperState(dc *docker.Client, name string) string {
 	return info.Status
 }
 
-// waitGone polls until nothing of the child's session is left and its
-// reaper (if it had its own) has exited, and returns how long that took.
-// A reaper container left "created" (the process was killed between the
-// requests that create and start it) is reported, not waited for: nothing
-// can start it but the next process that needs a reaper.
-func waitGone(dc *docker.Client, c *childProc, ownReaper bool, within time.Duration) (time.Duration, string, error) {
+// gone is how long after a process ended its objects took to go.
+type gone struct {
+	cluster time.Duration // every object of its session
+	reaper  time.Duration // its own reaper container, when it had one
+	state   string        // the reaper's state when it stopped being waited for
+}
+
+// waitGone polls until nothing of the child's session is left, within the
+// given time, and its reaper (if it had its own) has exited, within twice
+// that. A reaper container left "created"
+// (the process was killed between the requests that create and start it)
+// is reported, not waited for: nothing can start it but the next process
+// that needs a reaper.
+func waitGone(dc *docker.Client, c *childProc, ownReaper bool, within time.Duration) (gone, error) {
 	start := time.Now()
 	sel := map[string]string{kindtest.LabelSession: c.session}
+	var g gone
+	clusterGone := false
 	for {
 		n, err := count(dc, sel)
 		if err != nil {
-			return 0, "", err
+			return g, err
 		}
-		state := ""
+		if n == 0 && !clusterGone {
+			clusterGone, g.cluster = true, time.Since(start)
+		}
+		if !clusterGone && time.Since(start) > within {
+			return g, fmt.Errorf("after %v: %d object(s) of session %s left", within, n, c.session)
+		}
+		g.state = ""
 		if ownReaper {
-			state = reaperState(dc, c.reaperName())
+			g.state = reaperState(dc, c.reaperName())
 		}
-		if n == 0 && (state == "" || state == "created") {
-			return time.Since(start), state, nil
+		if clusterGone && (g.state == "" || g.state == "created") {
+			g.reaper = time.Since(start)
+			return g, nil
 		}
-		if time.Since(start) > within {
-			return 0, state, fmt.Errorf("after %v: %d object(s) of session %s left, reaper %q", within, n, c.session, state)
+		// The reaper is no object of the process: it exits by itself once
+		// it has swept again and has had no client for its idle time.
+		if time.Since(start) > 2*within {
+			return g, fmt.Errorf("after %v: the reaper is still %q", 2*within, g.state)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -183,14 +202,27 @@ func TestKillAtRandomMoments(t *testing.T) {
 	nodeImage(t, dc)
 	reaperImage(t, dc)
 	runs := envInt("KINDTEST_FAULT_RUNS", 20)
+	// How long a child takes from its start to a created cluster on this
+	// machine now: the kills are spread over that and a second of body.
+	calib, err := startChild("create", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if err := calib.waitFor("child: created", 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	span := time.Since(began) + time.Second
+	_ = calib.end(syscall.SIGKILL)
+	t.Logf("a child creates its cluster in %v: kills spread over %v", span-time.Second, span)
 	type result struct {
-		at    time.Duration
-		last  string
-		gone  time.Duration
-		state string
+		at      time.Duration
+		last    string
+		objects int // the cluster's objects just after the kill
+		gone    gone
 	}
 	results := make([]result, runs)
-	sem := make(chan struct{}, 4)
+	sem := make(chan struct{}, 3)
 	var wg sync.WaitGroup
 	for i := range runs {
 		wg.Add(1)
@@ -200,7 +232,7 @@ func TestKillAtRandomMoments(t *testing.T) {
 			defer func() { <-sem }()
 			// Spread over the reaper's start, every step of creation
 			// (about 2 s here) and the test body.
-			at := time.Duration(rand.Int64N(int64(4 * time.Second)))
+			at := time.Duration(rand.Int64N(int64(span)))
 			c, err := startChild("create", true)
 			if err != nil {
 				t.Error(err)
@@ -208,30 +240,39 @@ func TestKillAtRandomMoments(t *testing.T) {
 			}
 			time.Sleep(at)
 			_ = c.end(syscall.SIGKILL)
-			gone, state, err := waitGone(dc, c, true, 30*time.Second)
+			objects, _ := count(dc, map[string]string{kindtest.LabelSession: c.session})
+			g, err := waitGone(dc, c, true, 30*time.Second)
 			if err != nil {
 				t.Errorf("run %d, killed %v after start (last line %q): %v\n%s", i, at, c.last, err, c.output())
 			}
-			if state == "created" {
+			if g.state == "created" {
 				// The documented gap: the next sweep removes it.
 				if _, err := kindtest.Prune(context.Background(), kindtest.PruneOrphans); err != nil {
 					t.Error(err)
 				}
 				if s := reaperState(dc, c.reaperName()); s != "" {
-					t.Errorf("run %d: a reaper left %q was not removed by the sweep (now %q)", i, state, s)
+					t.Errorf("run %d: a reaper left %q was not removed by the sweep (now %q)", i, g.state, s)
 				}
 			}
-			results[i] = result{at: at, last: c.last, gone: gone, state: state}
+			results[i] = result{at: at, last: c.last, objects: objects, gone: g}
 		}()
 	}
 	wg.Wait()
-	var worst time.Duration
+	var worst, worstReaper time.Duration
+	withObjects := 0
 	for i, r := range results {
-		t.Logf("run %2d: killed %5.2fs after start, last line %-60q: everything gone %5.2fs later%s", i, r.at.Seconds(), r.last, r.gone.Seconds(),
-			map[bool]string{true: " (reaper left created, removed by the sweep)"}[r.state == "created"])
-		worst = max(worst, r.gone)
+		t.Logf("run %2d: killed %5.2fs after start, last line %-55q, %d object(s): cluster gone %5.2fs later, reaper %5.2fs%s", i, r.at.Seconds(), r.last, r.objects, r.gone.cluster.Seconds(), r.gone.reaper.Seconds(),
+			map[bool]string{true: " (reaper left created, removed by the sweep)"}[r.gone.state == "created"])
+		worst, worstReaper = max(worst, r.gone.cluster), max(worstReaper, r.gone.reaper)
+		if r.objects > 0 {
+			withObjects++
+		}
 	}
-	t.Logf("worst: %v", worst.Round(100*time.Millisecond))
+	// Kills before anything exists test little; most must find a cluster.
+	if withObjects < runs/3 {
+		t.Errorf("only %d of %d kills found cluster objects to remove", withObjects, runs)
+	}
+	t.Logf("worst: cluster gone %v after the kill, reaper %v", worst.Round(100*time.Millisecond), worstReaper.Round(100*time.Millisecond))
 }
 
 func TestSignalsAtRandomMoments(t *testing.T) {
@@ -241,6 +282,7 @@ func TestSignalsAtRandomMoments(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		for _, reaper := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/reaper=%t", sig, reaper), func(t *testing.T) {
+				t.Parallel()
 				for run := range 2 {
 					at := time.Duration(rand.Int64N(int64(4 * time.Second)))
 					var env []string
@@ -254,10 +296,24 @@ func TestSignalsAtRandomMoments(t *testing.T) {
 					time.Sleep(at)
 					err = c.end(sig)
 					var ee *exec.ExitError
-					if !errors.As(err, &ee) {
+					ws, _ := func() (syscall.WaitStatus, bool) {
+						if errors.As(err, &ee) {
+							w, ok := ee.Sys().(syscall.WaitStatus)
+							return w, ok
+						}
+						return 0, false
+					}()
+					switch {
+					case ee == nil:
 						t.Errorf("child exit: %v, want it ended by the signal", err)
-					} else if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
+					case reaper && (!ws.Signaled() || ws.Signal() != sig):
+						// No handler: the signal's default effect.
 						t.Errorf("child ended with %v, want the signal's default effect (%v)", ee, sig)
+					case !reaper && !ws.Signaled() && ws.ExitStatus() == 0:
+						// The handler removes the clusters and raises the
+						// signal again, unless the aborted creation ends the
+						// process first, with a failure.
+						t.Errorf("child ended with %v after %v", ee, sig)
 					}
 					if !reaper && strings.Contains(c.last, "child: created") {
 						// Without a reaper, the library removed it before
@@ -274,11 +330,11 @@ func TestSignalsAtRandomMoments(t *testing.T) {
 							t.Error(err)
 						}
 					}
-					gone, _, err := waitGone(dc, c, reaper, 30*time.Second)
+					g, err := waitGone(dc, c, reaper, 30*time.Second)
 					if err != nil {
 						t.Errorf("run %d, %v after start (last line %q): %v\n%s", run, at, c.last, err, c.output())
 					}
-					t.Logf("run %d: %v %.2fs after start (last line %q): everything gone %.2fs later", run, sig, at.Seconds(), c.last, gone.Seconds())
+					t.Logf("run %d: %v %.2fs after start (last line %q): cluster gone %.2fs later, reaper %.2fs", run, sig, at.Seconds(), c.last, g.cluster.Seconds(), g.reaper.Seconds())
 				}
 			})
 		}
@@ -298,11 +354,11 @@ func TestExitFromTestBody(t *testing.T) {
 	if !strings.Contains(c.output(), "child: created") {
 		t.Fatalf("child did not create its cluster (%v):\n%s", err, c.output())
 	}
-	gone, _, err := waitGone(dc, c, true, 30*time.Second)
+	g, err := waitGone(dc, c, true, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("os.Exit(1) in the test body: everything gone %v later", gone.Round(100*time.Millisecond))
+	t.Logf("os.Exit(1) in the test body: cluster gone %v later, reaper %v", g.cluster.Round(100*time.Millisecond), g.reaper.Round(100*time.Millisecond))
 }
 
 func TestReaperKilledWhileTestRuns(t *testing.T) {
@@ -381,9 +437,10 @@ func TestNetworkRemovedMidCreate(t *testing.T) {
 		}
 	}}
 	_, err := kindtest.New(context.Background(), kindtest.WithImage(img), kindtest.WithoutKubernetes(), kindtest.WithLogger(hook))
+	// The engine refuses to create the container, or to start it.
 	var ne *kindtest.NodeError
-	if !errors.As(err, &ne) || ne.Step != "create container" || !strings.Contains(err.Error(), hook.name) {
-		t.Fatalf("got %v, want a NodeError from creating a container on the removed network", err)
+	if !errors.As(err, &ne) || (ne.Step != "create container" && ne.Step != "start container") || !strings.Contains(err.Error(), "network "+hook.name) {
+		t.Fatalf("got %v, want a NodeError from creating or starting a container on the removed network", err)
 	}
 	t.Logf("error: %v", err)
 	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: hook.name}); n != 0 {

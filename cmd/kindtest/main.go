@@ -197,7 +197,7 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 func runReaper(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
 	listen := fs.String("listen", ":7770", "address to accept clients on")
-	idle := fs.Duration("idle", 10*time.Second, "how long to wait without any client before exiting")
+	idle := fs.Duration("idle", 5*time.Second, "how long to wait without any client before exiting")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -21,8 +21,10 @@ import (
 // volume still in use, a network with endpoints) is waited for and
 // retried until ctx ends. Other failures are reported together.
 //
-// Every label must have a value: a key-only selector would match every
-// resource carrying the key, every cluster on the engine.
+// An empty selector would select every object on the engine and is
+// refused, as is a blank value; an empty value selects any value of its
+// key (as in ListContainers), which callers must mean: kindtest's own
+// removal paths check cluster names before they get here.
 func (c *Client) RemoveLabelled(ctx context.Context, labels map[string]string) error {
 	if err := checkSelector(labels); err != nil {
 		return err
@@ -131,8 +133,11 @@ func checkSelector(labels map[string]string) error {
 		return errors.New("remove labelled objects: no labels given: that would select everything")
 	}
 	for k, v := range labels {
-		if strings.TrimSpace(k) == "" || strings.TrimSpace(v) == "" {
-			return fmt.Errorf("remove labelled objects: label %q has an empty value: that would select every object carrying the key", k)
+		if strings.TrimSpace(k) == "" {
+			return errors.New("remove labelled objects: an empty label key")
+		}
+		if v != "" && strings.TrimSpace(v) == "" {
+			return fmt.Errorf("remove labelled objects: label %q has a blank value %q", k, v)
 		}
 	}
 	return nil
