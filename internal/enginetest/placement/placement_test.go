@@ -1,4 +1,4 @@
-package enginetest_test
+package placement_test
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ var placementTests = []string{"TestKubernetes", "TestLoadImagePlatforms", "TestK
 func TestRemoteEngine(t *testing.T) {
 	host := enginetest.Client(t)
 	node := nodeImage(t, host)
-	bin := buildTests(t, "./kindtest")
+	bin := enginetest.BuildTests(t, "./kindtest")
 	e := enginetest.StartEngine(t, host, enginetest.EngineConfig{
 		ListenTCP: true,
 		Images:    []string{node, kindtest.ReaperImage},
@@ -42,7 +42,7 @@ func TestRemoteEngine(t *testing.T) {
 		"KINDTEST_TEST_API_HOST=" + ip,
 		"CI=true",
 	}
-	t.Run("tests", func(t *testing.T) { runTests(t, netns, bin, env, placementTests) })
+	t.Run("tests", func(t *testing.T) { enginetest.RunTests(t, netns, bin, env, placementTests) })
 	t.Run("engine-goes-away", func(t *testing.T) { engineGoesAway(t, e, netns, bin, env) })
 }
 
@@ -54,8 +54,8 @@ func engineGoesAway(t *testing.T, e *enginetest.Engine, netns, bin string, env [
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "nsenter", "--net="+netns, "--", bin)
-	cmd.Dir = filepath.Join(repoRoot(t), "kindtest")
-	cmd.Env = append(withoutEngineEnv(os.Environ()), append(env, "KINDTEST_TEST_CHILD=create")...)
+	cmd.Dir = filepath.Join(enginetest.RepoRoot(t), "kindtest")
+	cmd.Env = append(enginetest.WithoutEngineEnv(os.Environ()), append(env, "KINDTEST_TEST_CHILD=create")...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -126,8 +126,8 @@ func TestInContainer(t *testing.T) {
 	}
 	node := nodeImage(t, host)
 	image := enginetest.EnsureEngineImage(t, host)
-	bin := buildStaticTests(t, "./kindtest")
-	root := repoRoot(t)
+	bin := enginetest.BuildStaticTests(t, "./kindtest")
+	root := enginetest.RepoRoot(t)
 	goroot, modcache, gocache := goEnv(t)
 	binds := []string{
 		socket + ":/var/run/docker.sock",
@@ -163,18 +163,18 @@ func TestInContainer(t *testing.T) {
 		done := make(chan result, 1)
 		go func() {
 			code, err := host.Exec(context.Background(), id, []string{bin,
-				"-test.run", runPattern(placementTests), "-test.count=1", "-test.v", "-test.timeout=30m"},
+				"-test.run", enginetest.RunPattern(placementTests), "-test.count=1", "-test.v", "-test.timeout=30m"},
 				docker.ExecOptions{Stdout: w, Stderr: w, Env: env, Dir: filepath.Join(root, "kindtest")})
 			w.Close()
 			done <- result{code, err}
 		}()
-		passed, failed := scanResults(t, r)
+		passed, failed := enginetest.ScanResults(t, r)
 		res := <-done
 		err := res.err
 		if err == nil && res.code != 0 {
 			err = exitCode(res.code)
 		}
-		checkResults(t, err, placementTests, passed, failed)
+		enginetest.CheckResults(t, err, placementTests, passed, failed)
 	})
 
 	t.Run("cannot-join", func(t *testing.T) {
@@ -247,20 +247,6 @@ func nodeImage(t *testing.T, host *docker.Client) string {
 		}
 	}
 	return node
-}
-
-// buildStaticTests compiles a package's tests into a static binary that
-// runs in any Linux container.
-func buildStaticTests(t *testing.T, pkg string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg)+".test")
-	cmd := exec.Command("go", "test", "-c", "-o", bin, pkg)
-	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go test -c %s: %v\n%s", pkg, err, out)
-	}
-	return bin
 }
 
 // goEnv returns GOROOT, GOMODCACHE and GOCACHE of the go command.
