@@ -70,11 +70,11 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		return err
 	}
 	out := b.binDir + string(filepath.Separator)
-	k8s := []string{"build", "-trimpath", "-ldflags", kubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
+	k8s := []string{"-trimpath", "-ldflags", kubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
 	for _, name := range kubernetesCommands {
 		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
 	}
-	if err := command(ctx, cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), goEnv, "go", k8s...); err != nil {
+	if err := goBuild(ctx, b.cfg.logger, strings.Join(kubernetesCommands, ", "), cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), k8s...); err != nil {
 		return err
 	}
 
@@ -100,7 +100,7 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		return err
 	}
 	const ctrdPkg = "github.com/containerd/containerd/v2"
-	ctrd := []string{"build", "-trimpath", "-tags", "no_btrfs,no_devmapper,no_zfs",
+	ctrd := []string{"-trimpath", "-tags", "no_btrfs,no_devmapper,no_zfs",
 		"-ldflags", fmt.Sprintf("-s -w -X %[1]s/version.Version=%[2]s -X %[1]s/version.Revision=%[2]s -X %[1]s/version.Package=%[1]s", ctrdPkg, containerdVersion),
 		"-o", out}
 	for _, name := range containerdCommands {
@@ -108,16 +108,16 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	}
 
 	builds := []struct {
-		module string
-		args   []string
+		module, what string
+		args         []string
 	}{
-		{"containerd", ctrd},
-		{"etcd", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "etcd"), "."}},
-		{"coredns", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "coredns"), "."}},
-		{"pause", []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "pause"), "."}},
+		{"containerd", strings.Join(containerdCommands, ", "), ctrd},
+		{"etcd", "etcd", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "etcd"), "."}},
+		{"coredns", "coredns", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "coredns"), "."}},
+		{"pause", "pause", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "pause"), "."}},
 	}
 	for _, bu := range builds {
-		if err := command(ctx, cmp.Or(derived[bu.module], moduleDir(bu.module)), goEnv, "go", bu.args...); err != nil {
+		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), bu.args...); err != nil {
 			return err
 		}
 	}

@@ -62,6 +62,9 @@ type buildConfig struct {
 	// kubernetesVersion is the version to build; "" means the one the
 	// checked-in images/kubernetes module requires.
 	kubernetesVersion string
+	// embedded is set when sourceDir holds the inputs written out from
+	// this package rather than a checkout.
+	embedded bool
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.
@@ -79,7 +82,9 @@ func WithLogger(l Logger) BuildOption {
 // WithSourceDir names the images/ directory of a kindtest checkout to build
 // from. Default: found by walking up from the working directory, then from
 // the directory this package was compiled from, to the first directory that
-// holds images/kubernetes/go.mod.
+// holds images/kubernetes/go.mod; outside a checkout (a module that requires
+// kindtest, the module cache), the inputs carried in this package, written
+// out under the cache directory. Both give the same content hash.
 func WithSourceDir(dir string) BuildOption {
 	return func(c *buildConfig) error {
 		if dir == "" {
@@ -114,23 +119,28 @@ func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("node image options: %w", err)
 	}
-	if c.sourceDir == "" {
-		dir, err := findSourceDir()
-		if err != nil {
-			// Build still reads the options outside a checkout.
-			return c, err
-		}
-		c.sourceDir = dir
-	}
-	if _, err := os.Stat(filepath.Join(c.sourceDir, "kubernetes", "go.mod")); err != nil {
-		return nil, fmt.Errorf("node images are built from a kindtest checkout: %s has no kubernetes/go.mod: %w", c.sourceDir, err)
-	}
 	if c.cacheDir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
 			return nil, fmt.Errorf("node image cache directory: %w (set one with WithCacheDir)", err)
 		}
 		c.cacheDir = filepath.Join(base, "kindtest")
+	}
+	if c.sourceDir == "" {
+		dir, err := findSourceDir()
+		if errors.Is(err, errNoCheckout) {
+			// Not in a checkout (a user's module, the module cache): build
+			// from the inputs carried in this package.
+			dir, err = writeEmbeddedInputs(c.cacheDir)
+			c.embedded = true
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.sourceDir = dir
+	}
+	if _, err := os.Stat(filepath.Join(c.sourceDir, "kubernetes", "go.mod")); err != nil {
+		return nil, fmt.Errorf("node images are built from a kindtest checkout: %s has no kubernetes/go.mod: %w", c.sourceDir, err)
 	}
 	return c, nil
 }
@@ -155,34 +165,27 @@ func findSourceDir() (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("%w: no images/kubernetes/go.mod above %q (run from inside a clone of github.com/kindtest/kindtest, or use WithSourceDir)", errNoCheckout, starts)
+	return "", fmt.Errorf("%w: no images/kubernetes/go.mod above %q", errNoCheckout, starts)
 }
 
 // errNoCheckout says that no kindtest checkout holds the inputs.
-var errNoCheckout = errors.New("node images are built from a kindtest checkout")
+var errNoCheckout = errors.New("no kindtest checkout")
 
 type silent struct{}
 
 func (silent) Printf(string, ...any) {}
 
-// Build makes sure the node image for the checkout's inputs exists, and
-// builds it (with every image it depends on) when it does not. A build with
-// nothing changed only hashes the inputs and asks the engine for the tag.
+// Build makes sure the node image for the inputs exists, and builds it
+// (with every image it depends on) when it does not. A build with nothing
+// changed only hashes the inputs and asks the engine for the tag.
 // Concurrent builds, in this process or others, wait for each other.
-// Outside a kindtest checkout (and without WithSourceDir), Build cannot
-// build: it returns the node image of the Kubernetes version asked for
-// (DefaultNodeImage by default) if the engine has it, and an error saying
-// how to build it otherwise.
+// The inputs are those of the kindtest checkout around the working
+// directory or, outside one, those carried in this package (see
+// WithSourceDir): a module that only requires kindtest builds the same
+// image as a clone of the same version.
 func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	start := time.Now()
 	cfg, err := newBuildConfig(opts)
-	if errors.Is(err, errNoCheckout) {
-		image := DefaultNodeImage
-		if cfg.kubernetesVersion != "" {
-			image = "kindtest/node:" + cfg.kubernetesVersion
-		}
-		return existingImage(ctx, start, image, err)
-	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -261,33 +264,4 @@ func (r Result) upToDate(ctx context.Context, cli *docker.Client) (bool, error) 
 		return false, fmt.Errorf("build node image: %w", err)
 	}
 	return true, nil
-}
-
-// existingImage serves callers outside a checkout (a suite that imports
-// kindtest as a module): the node image ref, if the engine has it, is used
-// as it is. noCheckout is the error returned when it does not.
-func existingImage(ctx context.Context, start time.Time, ref string, noCheckout error) (Result, error) {
-	cli, err := docker.New(ctx)
-	if err != nil {
-		return Result{}, fmt.Errorf("build node image: %w", err)
-	}
-	defer cli.Close()
-	img, err := cli.InspectImage(ctx, ref)
-	if docker.IsNotFound(err) {
-		return Result{}, fmt.Errorf("node image %s does not exist, and %w", ref, noCheckout)
-	}
-	if err != nil {
-		return Result{}, fmt.Errorf("build node image: %w", err)
-	}
-	res := Result{
-		Image:             ref,
-		ContentImage:      ref,
-		ContentHash:       img.Labels[LabelContentHash],
-		KubernetesVersion: img.Labels[LabelKubernetesVersion],
-		Duration:          time.Since(start),
-	}
-	if res.ContentHash != "" {
-		res.ContentImage = ref + "-" + res.ContentHash[:min(hashLength, len(res.ContentHash))]
-	}
-	return res, nil
 }

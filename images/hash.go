@@ -21,11 +21,29 @@ var notNodeImageInputs = map[string]bool{
 	"reaper.go": true,
 }
 
+// isInput reports whether the file at rel (slash-separated, relative to
+// the images/ directory) is an input of the node image: not a test,
+// documentation, a hidden file or anything under a hidden or testdata
+// directory, and not one of notNodeImageInputs. contentHash and the
+// embedded copy of the inputs (see inputs.go) use the same rule.
+func isInput(rel string) bool {
+	parts := strings.Split(rel, "/")
+	for _, dir := range parts[:len(parts)-1] {
+		if strings.HasPrefix(dir, ".") || dir == "testdata" {
+			return false
+		}
+	}
+	name := parts[len(parts)-1]
+	return !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, "_test.go") &&
+		!strings.HasSuffix(name, ".md") && !notNodeImageInputs[rel]
+}
+
 // contentHash hashes the inputs of the node image found under dir (the
-// images/ directory of a checkout) together with the Kubernetes version:
-// every regular file, by relative path, executable bit and content, except
-// tests, documentation and hidden files. The builder's own Go files are
-// inputs too, since they hold build flags and the component Dockerfiles.
+// images/ directory of a checkout, or the inputs written out from the
+// library's module) together with the Kubernetes version: every regular
+// file that isInput, by relative path, executable bit and content. The
+// builder's own Go files are inputs too, since they hold build flags and
+// the component Dockerfiles.
 func contentHash(dir, kubernetesVersion string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -33,29 +51,19 @@ func contentHash(dir, kubernetesVersion string) (string, error) {
 			return err
 		}
 		name := d.Name()
-		if path != dir && strings.HasPrefix(name, ".") {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
+		if path != dir && d.IsDir() && (strings.HasPrefix(name, ".") || name == "testdata") {
+			return filepath.SkipDir
 		}
-		if d.IsDir() {
-			if name == "testdata" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || strings.HasSuffix(name, "_test.go") || strings.HasSuffix(name, ".md") {
+		if !d.Type().IsRegular() {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, path)
 		if err != nil {
 			return err
 		}
-		if notNodeImageInputs[filepath.ToSlash(rel)] {
-			return nil
+		if isInput(filepath.ToSlash(rel)) {
+			files = append(files, filepath.ToSlash(rel))
 		}
-		files = append(files, filepath.ToSlash(rel))
 		return nil
 	})
 	if err != nil {

@@ -4,10 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -18,12 +25,31 @@ import (
 // reaper protocol's version.
 const ReaperImage = "kindtest/reaper:v2"
 
+// ReaperRef is where `kindtest build --push` puts the reaper image for a
+// node image pushed as nodeRef, and where kindtest pulls it from: beside
+// it, as reaper:v1 in the same registry path
+// (registry.example.com/team/kindtest/reaper:v1 for
+// registry.example.com/team/kindtest/node:v1.37.2).
+func ReaperRef(nodeRef string) string {
+	repo := nodeRef
+	if i := strings.IndexByte(repo, '@'); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
+		repo = repo[:i]
+	}
+	_, tag, _ := strings.Cut(ReaperImage, ":")
+	return path.Dir(repo) + "/reaper:" + tag
+}
+
 // labelBinaryHash on the reaper image holds the SHA-256 of its binary.
 const labelBinaryHash = "io.kindtest.binary-hash"
 
 // BuildReaper builds the reaper image: the kindtest command, built from the
-// checkout's root module, alone in an image FROM scratch. The Go build is
-// cached; the image is rebuilt only when the binary changed.
+// checkout's root module (outside a checkout: from the kindtest module this
+// program was built with, in the module cache), alone in an image FROM
+// scratch. The Go build is cached; the image is rebuilt only when the binary
+// changed.
 func BuildReaper(ctx context.Context, opts ...BuildOption) error {
 	start := time.Now()
 	cfg, err := newBuildConfig(opts)
@@ -36,6 +62,11 @@ func BuildReaper(ctx context.Context, opts ...BuildOption) error {
 	}
 	bin := filepath.Join(dir, "kindtest")
 	root := filepath.Dir(cfg.sourceDir)
+	if cfg.embedded {
+		if root, err = libraryModuleDir(ctx, cfg.cacheDir); err != nil {
+			return fmt.Errorf("build reaper image: %w", err)
+		}
+	}
 	if err := command(ctx, root, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/kindtest"); err != nil {
 		return fmt.Errorf("build reaper image: %w", err)
 	}
@@ -79,4 +110,48 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// libraryModule is the module path of kindtest.
+const libraryModule = "github.com/kindtest/kindtest"
+
+// libraryModuleDir returns the directory of the kindtest module this
+// program was built with: the one this file was compiled from or, when
+// its path was trimmed (-trimpath), the same version fetched into the
+// module cache.
+func libraryModuleDir(ctx context.Context, cacheDir string) (string, error) {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		root := filepath.Dir(filepath.Dir(file))
+		if _, err := os.Stat(filepath.Join(root, "cmd", "kindtest", "main.go")); err == nil {
+			return root, nil
+		}
+	}
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", errors.New("this program carries no build information to find the kindtest module by")
+	}
+	mod := &info.Main
+	for _, dep := range info.Deps {
+		if dep.Path == libraryModule {
+			mod = dep
+		}
+	}
+	if mod.Replace != nil {
+		mod = mod.Replace
+	}
+	if mod.Path != libraryModule || mod.Version == "" || mod.Version == "(devel)" {
+		return "", fmt.Errorf("cannot tell which version of %s this program was built from (%s %s): build from a kindtest checkout", libraryModule, mod.Path, mod.Version)
+	}
+	if filepath.IsAbs(mod.Path) {
+		return mod.Path, nil
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", libraryModule+"@"+mod.Version)
+	cmd.Dir = cacheDir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+	out, err := cmd.Output()
+	var dl struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &dl); jerr != nil || dl.Dir == "" {
+		return "", fmt.Errorf("go mod download %s@%s: %v %s", libraryModule, mod.Version, err, dl.Error)
+	}
+	return dl.Dir, nil
 }

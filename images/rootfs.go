@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -97,7 +98,11 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 		return err
 	}
 	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return fmt.Errorf("building %s needs mmdebstrap (apt-get install mmdebstrap): %w", ref, err)
+		return fmt.Errorf("building the Debian base %s needs mmdebstrap: install it (apt-get install mmdebstrap), or get a built node image instead (kindtest image load FILE, or KINDTEST_IMAGE=registry/...): %w", ref, err)
+	}
+	modeArgs, err := mmdebstrapMode(os.Geteuid(), realHost{})
+	if err != nil {
+		return fmt.Errorf("building the Debian base %s: %w", ref, err)
 	}
 	tmp, err := os.MkdirTemp(b.cfg.cacheDir, "rootfs-")
 	if err != nil {
@@ -106,8 +111,13 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "rootfs.tar")
 	args := append([]string{"--include=" + strings.Join(pkgs, ",")}, mmdebstrapArgs...)
+	args = append(args, modeArgs...)
 	args = append(args, debianSuite, out)
+	b.cfg.logger.Printf("  building %s with mmdebstrap (about a minute; it downloads Debian packages)", ref)
 	if err := command(ctx, tmp, nil, "mmdebstrap", args...); err != nil {
+		if len(modeArgs) > 0 {
+			return fmt.Errorf("%w\n%s", err, unshareNeeds)
+		}
 		return err
 	}
 	f, err := os.Open(out)
@@ -120,4 +130,75 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 	}
 	b.cfg.logger.Printf("  %s built", ref)
 	return nil
+}
+
+// unshareNeeds says what mmdebstrap's unshare mode needs, for a build run
+// without root.
+const unshareNeeds = `Without root, kindtest runs mmdebstrap in its unshare mode, which needs:
+  - the uidmap package (newuidmap, newgidmap): apt-get install uidmap
+  - a range of subordinate ids for your user in /etc/subuid and /etc/subgid
+    (usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER)
+  - unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1
+    where that setting exists; user.max_user_namespaces above 0)
+Or build once as root (sudo -E go run github.com/kindtest/kindtest/cmd/kindtest build),
+or get a built image: kindtest image load FILE, or KINDTEST_IMAGE=registry/...`
+
+// hostFiles is what mmdebstrapMode looks at on the host; tests replace it.
+type hostFiles interface {
+	ReadFile(path string) ([]byte, error)
+	LookPath(name string) (string, error)
+	Username() string
+}
+
+type realHost struct{}
+
+// mmdebstrapMode returns mmdebstrap's mode arguments for a build by the
+// user euid: none for root (mmdebstrap chroots); --mode=unshare for anyone
+// else, after checking what unshare mode needs, so that a build that
+// cannot work says why before it starts.
+func mmdebstrapMode(euid int, host hostFiles) ([]string, error) {
+	if euid == 0 {
+		return nil, nil
+	}
+	var problems []string
+	for _, tool := range []string{"newuidmap", "newgidmap"} {
+		if _, err := host.LookPath(tool); err != nil {
+			problems = append(problems, tool+" is missing")
+		}
+	}
+	user := host.Username()
+	for _, file := range []string{"/etc/subuid", "/etc/subgid"} {
+		data, _ := host.ReadFile(file)
+		found := false
+		for line := range strings.Lines(string(data)) {
+			name, _, _ := strings.Cut(line, ":")
+			if name == user || name == fmt.Sprint(euid) {
+				found = true
+			}
+		}
+		if !found {
+			problems = append(problems, fmt.Sprintf("%s has no range for %s", file, user))
+		}
+	}
+	if data, err := host.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(data)) == "0" {
+		problems = append(problems, "kernel.unprivileged_userns_clone is 0")
+	}
+	if data, err := host.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(data)) == "0" {
+		problems = append(problems, "user.max_user_namespaces is 0")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("not running as root, and mmdebstrap's unshare mode cannot work here (%s).\n%s", strings.Join(problems, "; "), unshareNeeds)
+	}
+	return []string{"--mode=unshare"}, nil
+}
+
+func (realHost) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func (realHost) LookPath(name string) (string, error) { return exec.LookPath(name) }
+
+func (realHost) Username() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -98,6 +99,78 @@ func command(ctx context.Context, dir string, env []string, name string, args ..
 		return fmt.Errorf("%s %s (in %s): %w\n%s", name, strings.Join(args, " "), dir, err, out.String())
 	}
 	return nil
+}
+
+// progressInterval is how often a long go build says how far it is.
+var progressInterval = 10 * time.Second
+
+// goBuild runs `go build -v` (args after "build") and, while it runs,
+// logs every progressInterval how long it has taken, how many packages it
+// has compiled (-v names each one it compiles; cached ones are not
+// compiled again) and the last one; then what it built and in how long.
+func goBuild(ctx context.Context, logger Logger, what, dir string, args ...string) error {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-v"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), goEnv...)
+	var out tailBuffer
+	cmd.Stdout = &out
+	lines := &lineCounter{w: &out}
+	cmd.Stderr = lines
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("go build %s (in %s): %w", what, dir, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ticker := time.NewTicker(progressInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				return fmt.Errorf("go build %s (in %s): %w\n%s", what, dir, err, out.String())
+			}
+			n, _ := lines.state()
+			logger.Printf("  built %s in %s (%d packages compiled, the rest from the Go build cache)", what, time.Since(start).Round(100*time.Millisecond), n)
+			return nil
+		case <-ticker.C:
+			n, last := lines.state()
+			logger.Printf("  building %s: %s, %d packages compiled so far, last %s", what, time.Since(start).Round(time.Second), n, last)
+		}
+	}
+}
+
+// lineCounter passes output on and counts its lines, keeping the last.
+type lineCounter struct {
+	w       io.Writer
+	mu      sync.Mutex
+	partial []byte
+	n       int
+	last    string
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if line := strings.TrimSpace(string(l.partial[:i])); line != "" {
+			l.n++
+			l.last = line
+		}
+		l.partial = l.partial[i+1:]
+	}
+	return l.w.Write(p)
+}
+
+func (l *lineCounter) state() (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n, l.last
 }
 
 // tailBuffer keeps the last 8 KiB written to it.

@@ -37,3 +37,16 @@ func TestWithKubernetesVersion(t *testing.T) {
 		t.Errorf("bad version: got %v", err)
 	}
 }
+
+func TestReaperRef(t *testing.T) {
+	_, tag, _ := strings.Cut(ReaperImage, ":")
+	for node, want := range map[string]string{
+		"registry.example.com/team/kindtest/node:v1.37.2": "registry.example.com/team/kindtest/reaper:" + tag,
+		"127.0.0.1:5000/kindtest/node":                    "127.0.0.1:5000/kindtest/reaper:" + tag,
+		"ghcr.io/o/node@sha256:abcd":                      "ghcr.io/o/reaper:" + tag,
+	} {
+		if got := ReaperRef(node); got != want {
+			t.Errorf("ReaperRef(%q) = %q, want %q", node, got, want)
+		}
+	}
+}

@@ -164,13 +164,10 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := dc.InspectImage(ctx, cfg.image)
+	img, err := nodeImage(ctx, dc, cfg.image, cfg.logger)
 	if err != nil {
 		dc.Close()
-		if docker.IsNotFound(err) {
-			return nil, fmt.Errorf("kindtest: node image %s not found in the engine at %s: build it with `go run ./cmd/kindtest build` in a kindtest checkout, or pass WithImage / set KINDTEST_IMAGE to an image you have", cfg.image, dc.Host())
-		}
-		return nil, fmt.Errorf("kindtest: %w", err)
+		return nil, err
 	}
 	place, err := detectPlacement(ctx, dc)
 	if err != nil {

@@ -28,7 +28,11 @@ const usage = `usage: kindtest <command> [flags]
 
 commands:
   build            build the node and reaper images (skipped when up to date;
-                   -kubernetes-version vX.Y.Z for another Kubernetes)
+                   -kubernetes-version vX.Y.Z for another Kubernetes;
+                   --push REGISTRY/PATH/node:TAG pushes both to a registry)
+  image save -o FILE [REF...]
+                   write the node and reaper images to one archive file
+  image load FILE  load such a file into the engine
   list             list clusters with their owner and age
   delete NAME...   delete clusters
   prune [-all]     delete clusters whose owning process is gone (-all: every cluster)
@@ -64,6 +68,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd {
 	case "build":
 		return build(ctx, args, out)
+	case "image":
+		return imageCmd(ctx, args, out)
 	case "list", "ls":
 		return list(ctx, args, out)
 	case "delete", "rm":
@@ -94,8 +100,12 @@ func parse(fs *flag.FlagSet, args []string) error {
 func build(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
+	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper image beside it")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *push != "" && docker.RegistryHost(*push) == "" {
+		return usageError{fmt.Sprintf("build: --push %q: want a registry reference, HOST[:PORT]/PATH/node:TAG, such as registry.example.com/kindtest/node:%s", *push, *version)}
 	}
 	logger := log.New(out, "", log.Ltime)
 	res, err := images.Build(ctx, images.WithLogger(logger), images.WithKubernetesVersion(*version))
@@ -106,6 +116,9 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "node image: %s (%s)\n", res.Image, res.ContentImage)
+	if *push != "" {
+		return pushImages(ctx, res.ContentImage, *push, out)
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +23,8 @@ type fixture struct {
 	session string
 	ln      net.Listener
 	done    chan error
+	mu      sync.Mutex
+	logf    func(format string, args ...any) // also told what the reaper logs
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -37,7 +40,15 @@ func (f *fixture) serve(cfg Config) {
 		f.t.Fatal(err)
 	}
 	f.ln = ln
-	cfg.Logf = f.t.Logf
+	cfg.Logf = func(format string, args ...any) {
+		f.t.Logf(format, args...)
+		f.mu.Lock()
+		logf := f.logf
+		f.mu.Unlock()
+		if logf != nil {
+			logf(format, args...)
+		}
+	}
 	go func() { f.done <- Serve(context.Background(), f.dc, ln, cfg) }()
 }
 
@@ -167,18 +178,30 @@ func TestReaperWithoutClientRemovesNothing(t *testing.T) {
 
 func TestReaperSweepsAgainForLateCreations(t *testing.T) {
 	f := newFixture(t)
-	cfg := Config{Idle: time.Second, Settle: []time.Duration{1500 * time.Millisecond}}
+	gone := make(chan struct{})
+	var once sync.Once
+	cfg := Config{Idle: time.Second, Settle: []time.Duration{10 * time.Second}}
 	name := f.session + "-late"
 	f.serve(cfg)
+	// Told when the client is gone, that is when the first sweep starts.
+	f.mu.Lock()
+	f.logf = func(format string, args ...any) {
+		if strings.Contains(fmt.Sprintf(format, args...), "gone") {
+			once.Do(func() { close(gone) })
+		}
+	}
+	f.mu.Unlock()
 	conn, r := f.client()
 	if reply := request(t, conn, r, "register "+name); reply != "ok" {
 		t.Fatalf("register: %q", reply)
 	}
 	conn.Close()
-	// The engine finishes a creation its dead client asked for.
-	time.Sleep(500 * time.Millisecond)
+	<-gone
+	// The engine finishes a creation its dead client asked for, after the
+	// first sweep and before the settle sweep.
+	time.Sleep(time.Second)
 	f.cluster(name, f.session, lifetime.KeepNever)
-	f.wait(30 * time.Second)
+	f.wait(60 * time.Second)
 	if f.exists(name) {
 		t.Error("a cluster created after its client was gone survived the settle sweep")
 	}

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// imageCmd runs `kindtest image save|load`.
+func imageCmd(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return usageError{"image: say save or load"}
+	}
+	switch args[0] {
+	case "save":
+		return imageSave(ctx, args[1:], out)
+	case "load":
+		return imageLoad(ctx, args[1:], out)
+	}
+	return usageError{fmt.Sprintf("image: unknown command %q (save or load)", args[0])}
+}
+
+// imageSave writes the node image (under all its kindtest/node tags, so
+// that `kindtest build` finds it up to date after a load) and the reaper
+// image, or the images named, to one `docker save` archive.
+func imageSave(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("image save", flag.ContinueOnError)
+	file := fs.String("o", "", "the archive file to write")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *file == "" {
+		return usageError{"image save: name the file with -o FILE"}
+	}
+	start := time.Now()
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	refs := fs.Args()
+	if len(refs) == 0 {
+		node, err := dc.InspectImage(ctx, images.DefaultNodeImage)
+		if err != nil {
+			return fmt.Errorf("image save: %w (build it first with `kindtest build`)", err)
+		}
+		for _, tag := range node.Tags {
+			if strings.HasPrefix(tag, "kindtest/node:") {
+				refs = append(refs, tag)
+			}
+		}
+		if _, err := dc.InspectImage(ctx, images.ReaperImage); err == nil {
+			refs = append(refs, images.ReaperImage)
+		}
+	}
+	slices.Sort(refs)
+	tmp := *file + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("image save: %w", err)
+	}
+	defer os.Remove(tmp) // after a successful rename, there is nothing to remove
+	rc, err := dc.SaveImages(ctx, refs)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("image save: %w", err)
+	}
+	n, err := io.Copy(f, rc)
+	rc.Close()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, *file)
+	}
+	if err != nil {
+		return fmt.Errorf("image save %v to %s: %w", refs, *file, err)
+	}
+	fmt.Fprintf(out, "saved %s to %s (%d MB) in %s\n", strings.Join(refs, ", "), *file, n>>20, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// imageLoad loads an archive made by `kindtest image save` (or `docker
+// save`) after checking that it is complete.
+func imageLoad(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("image load", flag.ContinueOnError)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"image load: name one archive file"}
+	}
+	file := fs.Arg(0)
+	start := time.Now()
+	advice := fmt.Sprintf("make it again with `kindtest image save -o %s`, or build the image with `kindtest build`", file)
+	tags, err := checkArchive(file)
+	if err != nil {
+		return fmt.Errorf("image load %s: %w; nothing was loaded: %s", file, err, advice)
+	}
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("image load: %w", err)
+	}
+	defer f.Close()
+	loaded, err := dc.LoadImages(ctx, f)
+	if err != nil {
+		return fmt.Errorf("image load %s: %w (images loaded completely before the failure: %v; the engine tags no partial image): %s", file, err, loaded, advice)
+	}
+	fmt.Fprintf(out, "loaded %s from %s in %s\n", strings.Join(loaded, ", "), file, time.Since(start).Round(100*time.Millisecond))
+	if len(loaded) == 0 {
+		return fmt.Errorf("image load %s: the engine loaded no image (the archive names %v)", file, tags)
+	}
+	return nil
+}
+
+// checkArchive reads a `docker save` archive to its end and checks that
+// every file its manifest.json names is in it, whole. It returns the tags
+// the manifest names. A truncated or corrupt file fails here, before the
+// engine sees it.
+func checkArchive(file string) ([]string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	have := map[string]bool{}
+	var manifest []struct {
+		Config   string
+		RepoTags []string
+		Layers   []string
+	}
+	foundManifest := false
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not a complete tar archive (truncated or corrupt?): %w", err)
+		}
+		name := path.Clean(hdr.Name)
+		if name == "manifest.json" {
+			if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
+				return nil, fmt.Errorf("bad manifest.json: %w", err)
+			}
+			foundManifest = true
+		}
+		// Reading the entry to its end finds a truncated one.
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return nil, fmt.Errorf("entry %s is cut short (truncated file?): %w", hdr.Name, err)
+		}
+		have[name] = true
+	}
+	if !foundManifest || len(manifest) == 0 {
+		return nil, errors.New("no manifest.json naming images: not an image archive, or truncated")
+	}
+	var tags []string
+	for _, m := range manifest {
+		for _, p := range append([]string{m.Config}, m.Layers...) {
+			if !have[path.Clean(p)] {
+				return nil, fmt.Errorf("%s lacks %s, which its manifest names (truncated?)", strings.Join(m.RepoTags, ", "), p)
+			}
+		}
+		tags = append(tags, m.RepoTags...)
+	}
+	return tags, nil
+}
+
+// pushImages pushes the node image as ref, and the reaper image beside it
+// (images.ReaperRef), to a registry.
+func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	host := docker.RegistryHost(ref)
+	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}} {
+		local, remote := p[0], p[1]
+		start := time.Now()
+		if err := dc.TagImage(ctx, local, remote); err != nil {
+			return fmt.Errorf("push: %w", err)
+		}
+		fmt.Fprintf(out, "pushing %s as %s\n", local, remote)
+		err := dc.PushImage(ctx, remote, docker.ProgressEvery(3*time.Second, func(t docker.Transfer) {
+			fmt.Fprintf(out, "pushing %s: %s (%s)\n", remote, t, time.Since(start).Round(time.Second))
+		}))
+		if err != nil {
+			return fmt.Errorf("push %s: %w. Check that the registry %s answers and that you may push there (`docker login %s`)", remote, err, host, host)
+		}
+		fmt.Fprintf(out, "pushed %s in %s\n", remote, time.Since(start).Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s (the reaper image is pulled from beside it)\n", ref)
+	return nil
+}

@@ -1,0 +1,227 @@
+package docker
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/jsonmessage"
+)
+
+// Transfer is the state of a pull or a push, reported as it goes.
+type Transfer struct {
+	// Layers is how many layers the engine has named so far; Done how many
+	// of them are complete (moved, or already there).
+	Layers, Done int
+	// Current and Total are bytes moved and to move, over the layers in
+	// flight whose size the engine reported.
+	Current, Total int64
+}
+
+// PullImage pulls ref from its registry, calling progress (if not nil)
+// with the transfer's state after every message of the engine. Credentials
+// come from the docker CLI's configuration (see registryAuth).
+func (c *Client) PullImage(ctx context.Context, ref string, progress func(Transfer)) error {
+	auth, err := registryAuth(ref)
+	if err != nil {
+		return fmt.Errorf("pull image %s: %w", ref, err)
+	}
+	rc, err := c.api.ImagePull(ctx, ref, image.PullOptions{RegistryAuth: auth})
+	if err != nil {
+		return fmt.Errorf("pull image %s: %w", ref, err)
+	}
+	defer rc.Close()
+	if err := followTransfer(rc, progress); err != nil {
+		return fmt.Errorf("pull image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// PushImage pushes ref to its registry, reporting progress like PullImage.
+func (c *Client) PushImage(ctx context.Context, ref string, progress func(Transfer)) error {
+	auth, err := registryAuth(ref)
+	if err != nil {
+		return fmt.Errorf("push image %s: %w", ref, err)
+	}
+	rc, err := c.api.ImagePush(ctx, ref, image.PushOptions{RegistryAuth: auth})
+	if err != nil {
+		return fmt.Errorf("push image %s: %w", ref, err)
+	}
+	defer rc.Close()
+	if err := followTransfer(rc, progress); err != nil {
+		return fmt.Errorf("push image %s: %w", ref, err)
+	}
+	return nil
+}
+
+// followTransfer reads a pull or push message stream to its end; an error
+// message in it is returned as an error.
+func followTransfer(r io.Reader, progress func(Transfer)) error {
+	type layer struct {
+		done           bool
+		current, total int64
+	}
+	layers := map[string]*layer{}
+	var order []string
+	dec := json.NewDecoder(r)
+	for {
+		var m jsonmessage.JSONMessage
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("read the engine's progress: %w", err)
+		}
+		if m.Error != nil {
+			return m.Error
+		}
+		if m.ID == "" || progress == nil {
+			continue
+		}
+		l := layers[m.ID]
+		// Messages with an ID are about layers, except the final tag
+		// line of a push ("v1: digest: ..."), which has no layer status.
+		switch {
+		case l == nil && (m.Status == "Pulling fs layer" || m.Status == "Waiting" || m.Status == "Preparing" ||
+			m.Status == "Already exists" || m.Status == "Layer already exists"):
+			l = &layer{}
+			layers[m.ID] = l
+			order = append(order, m.ID)
+		case l == nil:
+			continue
+		}
+		switch {
+		case m.Status == "Pull complete" || m.Status == "Already exists" || m.Status == "Pushed" ||
+			m.Status == "Layer already exists" || strings.HasPrefix(m.Status, "Mounted from"):
+			l.done = true
+			if l.total > 0 {
+				l.current = l.total
+			}
+		case m.Progress != nil && m.Progress.Total > 0 && (m.Status == "Downloading" || m.Status == "Pushing"):
+			l.current, l.total = m.Progress.Current, m.Progress.Total
+		}
+		var t Transfer
+		for _, id := range order {
+			l := layers[id]
+			t.Layers++
+			if l.done {
+				t.Done++
+			}
+			t.Current += l.current
+			t.Total += l.total
+		}
+		progress(t)
+	}
+}
+
+// LoadImages loads a `docker save` archive into the engine and returns the
+// references it tagged. The engine tags an image only once all of its
+// layers are in, so a failed load leaves no tag on a partial image.
+func (c *Client) LoadImages(ctx context.Context, archive io.Reader) ([]string, error) {
+	resp, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return nil, fmt.Errorf("load images: %w", err)
+	}
+	defer resp.Body.Close()
+	var loaded []string
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var m jsonmessage.JSONMessage
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return loaded, nil
+		} else if err != nil {
+			return loaded, fmt.Errorf("load images: read the engine's answer: %w", err)
+		}
+		if m.Error != nil {
+			return loaded, fmt.Errorf("load images: %w", m.Error)
+		}
+		for line := range strings.Lines(m.Stream) {
+			if ref, ok := strings.CutPrefix(strings.TrimSpace(line), "Loaded image: "); ok {
+				loaded = append(loaded, ref)
+			}
+		}
+	}
+}
+
+// registryAuth returns the X-Registry-Auth value for ref's registry: the
+// credentials `docker login` stored in the docker CLI's config.json
+// ($DOCKER_CONFIG/config.json, default ~/.docker/config.json), or none.
+// Credential helpers (credsStore, credHelpers) are not consulted.
+func registryAuth(ref string) (string, error) {
+	host := RegistryHost(ref)
+	cfg := registry.AuthConfig{ServerAddress: host}
+	dir := os.Getenv("DOCKER_CONFIG")
+	if dir == "" {
+		if home, err := os.UserHomeDir(); err == nil {
+			dir = filepath.Join(home, ".docker")
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil && host != "" {
+		var file struct {
+			Auths map[string]struct {
+				Auth string `json:"auth"`
+			} `json:"auths"`
+		}
+		if err := json.Unmarshal(data, &file); err != nil {
+			return "", fmt.Errorf("read %s: %w", filepath.Join(dir, "config.json"), err)
+		}
+		for _, key := range []string{host, "https://" + host, "http://" + host} {
+			entry, ok := file.Auths[key]
+			if !ok || entry.Auth == "" {
+				continue
+			}
+			raw, err := base64.StdEncoding.DecodeString(entry.Auth)
+			if err != nil {
+				return "", fmt.Errorf("credentials for %s in %s: %w", host, filepath.Join(dir, "config.json"), err)
+			}
+			cfg.Username, cfg.Password, _ = strings.Cut(string(raw), ":")
+			break
+		}
+	}
+	return registry.EncodeAuthConfig(cfg)
+}
+
+// RegistryHost returns the registry part of an image reference, by the
+// docker CLI's rule: the first path element, when there is more than one
+// and it has a dot or a colon or is "localhost"; "" otherwise (an image of
+// Docker Hub or a local name such as kindtest/node:v1.37.2).
+func RegistryHost(ref string) string {
+	first, rest, ok := strings.Cut(ref, "/")
+	if !ok || rest == "" {
+		return ""
+	}
+	if strings.ContainsAny(first, ".:") || first == "localhost" {
+		return first
+	}
+	return ""
+}
+
+// ProgressEvery returns a progress function for PullImage and PushImage
+// that passes a transfer's state on to report at most once per interval.
+func ProgressEvery(interval time.Duration, report func(Transfer)) func(Transfer) {
+	var last time.Time
+	return func(t Transfer) {
+		if now := time.Now(); now.Sub(last) >= interval {
+			last = now
+			report(t)
+		}
+	}
+}
+
+// String describes a transfer's state: "3/9 layers, 120 of 480 MB".
+func (t Transfer) String() string {
+	s := fmt.Sprintf("%d/%d layers", t.Done, t.Layers)
+	if t.Total > 0 {
+		s += fmt.Sprintf(", %d of %d MB", t.Current>>20, t.Total>>20)
+	}
+	return s
+}

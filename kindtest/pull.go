@@ -1,0 +1,75 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// nodeImage returns the node image ref as the engine has it. A missing
+// image that names a registry (KINDTEST_IMAGE=registry.example.com/...) is
+// pulled first, with the reaper image beside it; any other missing image is
+// an error that says the three ways to get one.
+func nodeImage(ctx context.Context, dc *docker.Client, ref string, log Logger) (docker.Image, error) {
+	img, err := dc.InspectImage(ctx, ref)
+	if err == nil || !docker.IsNotFound(err) {
+		if err != nil {
+			err = fmt.Errorf("kindtest: %w", err)
+		}
+		return img, err
+	}
+	host := docker.RegistryHost(ref)
+	if host == "" {
+		return docker.Image{}, fmt.Errorf("kindtest: node image %s is not in the engine at %s. Get it one of three ways: "+
+			"build it with `go run github.com/kindtest/kindtest/cmd/kindtest build` (from a module that requires kindtest, or a clone); "+
+			"pull it: set KINDTEST_IMAGE (or WithImage) to a registry reference such as registry.example.com/kindtest/node:%s, pushed there with `kindtest build --push REF`; "+
+			"or load it from a file made by `kindtest image save -o FILE` with `go run github.com/kindtest/kindtest/cmd/kindtest image load FILE`",
+			ref, dc.Host(), KubernetesVersion)
+	}
+	if err := pullImage(ctx, dc, ref, log); err != nil {
+		return docker.Image{}, fmt.Errorf("kindtest: node image %s is not in the engine, and pulling it failed: %w. "+
+			"Check the reference (is the tag pushed? `kindtest build --push %s` pushes it), that the registry %s answers, "+
+			"and for a private registry `docker login %s`; or build the image or load it from a file (`kindtest build`, `kindtest image load FILE`)",
+			ref, err, ref, host, host)
+	}
+	pullReaper(ctx, dc, ref, log)
+	img, err = dc.InspectImage(ctx, ref)
+	if err != nil {
+		return docker.Image{}, fmt.Errorf("kindtest: %w", err)
+	}
+	return img, nil
+}
+
+// pullImage pulls ref, logging progress every few seconds.
+func pullImage(ctx context.Context, dc *docker.Client, ref string, log Logger) error {
+	start := time.Now()
+	log.Printf("kindtest: pulling %s", ref)
+	err := dc.PullImage(ctx, ref, docker.ProgressEvery(3*time.Second, func(t docker.Transfer) {
+		log.Printf("kindtest: pulling %s: %s (%s)", ref, t, time.Since(start).Round(time.Second))
+	}))
+	if err != nil {
+		return err
+	}
+	log.Printf("kindtest: pulled %s in %s", ref, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// pullReaper gets the reaper image from beside a pulled node image when
+// the engine lacks it. Without it the run still works: the clusters of a
+// killed process are then removed by the next Start's sweep.
+func pullReaper(ctx context.Context, dc *docker.Client, nodeRef string, log Logger) {
+	if _, err := dc.InspectImage(ctx, ReaperImage); err == nil {
+		return
+	}
+	ref := images.ReaperRef(nodeRef)
+	err := dc.PullImage(ctx, ref, nil)
+	if err == nil {
+		err = dc.TagImage(ctx, ref, ReaperImage)
+	}
+	if err != nil {
+		log.Printf("kindtest: no reaper image %s (%v): the clusters of a killed test process are removed by the next Start or `kindtest prune` instead", ref, err)
+	}
+}
