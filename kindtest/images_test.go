@@ -51,7 +51,7 @@ func TestLoadImagePlatforms(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := fmt.Sprintf("kindtest/platforms-%s:%x", tc.name, suffix)
 			archive := ociArchive(t, ref, hello, tc.platforms, tc.missing)
-			if err := dc.LoadImages(ctx, bytes.NewReader(archive)); err != nil {
+			if _, err := dc.LoadImages(ctx, bytes.NewReader(archive)); err != nil {
 				t.Fatalf("docker load: %v", err)
 			}
 			t.Cleanup(func() { _ = dc.RemoveImage(context.Background(), ref) })

@@ -7,7 +7,6 @@ import (
 
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
 )
 
@@ -94,19 +93,6 @@ func (c *Client) SaveImages(ctx context.Context, refs []string) (io.ReadCloser, 
 		return nil, fmt.Errorf("save images %v: %w", refs, err)
 	}
 	return rc, nil
-}
-
-// LoadImages loads a `docker save` tar archive into the engine.
-func (c *Client) LoadImages(ctx context.Context, archive io.Reader) error {
-	resp, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		return fmt.Errorf("load images: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := jsonmessage.DisplayJSONMessagesStream(resp.Body, io.Discard, 0, false, nil); err != nil {
-		return fmt.Errorf("load images: %w", err)
-	}
-	return nil
 }
 
 // TagImage gives an image another reference.

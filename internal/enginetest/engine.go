@@ -203,7 +203,8 @@ func copyImages(ctx context.Context, from, to *docker.Client, refs []string) err
 		return err
 	}
 	defer rc.Close()
-	return to.LoadImages(ctx, rc)
+	_, err = to.LoadImages(ctx, rc)
+	return err
 }
 
 var imageMu sync.Mutex
