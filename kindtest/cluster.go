@@ -55,6 +55,10 @@ type Cluster struct {
 	deleteOnce sync.Once
 	deleteErr  error
 	closeOnce  sync.Once
+
+	// place is where this process stands relative to the engine; it
+	// decides the API server's address (see placement).
+	place placement
 }
 
 // PhaseTiming is how long one phase of cluster creation took.
@@ -75,7 +79,11 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.setup(ctx); err != nil {
-		return nil, errors.Join(err, c.end(lifetime.Failed))
+		endErr := c.end(lifetime.Failed)
+		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
+		}
+		return nil, errors.Join(err, endErr)
 	}
 	return c, nil
 }
@@ -161,6 +169,11 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		dc.Close()
 		return nil, err
 	}
+	place, err := detectPlacement(ctx, dc)
+	if err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	keep := cfg.keep.String()
@@ -183,6 +196,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		created:           now,
 		log:               cfg.logger,
 		kubernetesVersion: version,
+		place:             place,
 	}, nil
 }
 

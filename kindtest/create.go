@@ -68,8 +68,10 @@ func (c *Cluster) create(ctx context.Context) error {
 		// engine, after the cleanup that should have removed its result.
 		sctx, cancel := settled(ctx)
 		defer cancel()
-		_, err := c.docker.CreateNetwork(sctx, c.name, c.labels)
-		return err
+		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+			return err
+		}
+		return c.place.joinNetwork(sctx, c.docker, c.name)
 	}); err != nil {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
@@ -157,7 +159,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		Runtime: c.cfg.runtime,
 	}
 	if n.role == RoleControlPlane {
-		spec.Ports = []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: apiServerPort}}
+		spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
 	}
 	id, err := c.docker.CreateContainer(sctx, spec)
 	if err != nil {
@@ -176,7 +178,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	n.ip = info.IPs[c.name]
 	if n.role == RoleControlPlane {
-		c.apiServer = "https://" + info.Ports[fmt.Sprintf("%d/tcp", apiServerPort)]
+		c.apiServer = c.place.apiServerURL(c.name, info)
 	}
 	if _, err := n.sh(ctx, provisionScript); err != nil {
 		return c.nodeError(n, "provision before boot", err)

@@ -16,6 +16,12 @@ import (
 // every node, streaming one `docker save` to all nodes at once with no
 // temporary file, so that pods with imagePullPolicy Never or IfNotPresent
 // run them.
+//
+// Only the nodes' platform is imported. Under the containerd image store
+// (Docker Desktop, Docker 29's default) `docker save` writes an image's
+// whole index while only the pulled platform's content exists, and an
+// import that walks every platform fails on the first missing one
+// (kind#3795).
 func (c *Cluster) LoadImage(ctx context.Context, refs ...string) error {
 	if len(refs) == 0 {
 		return errors.New("load image: no image named")
@@ -25,6 +31,10 @@ func (c *Cluster) LoadImage(ctx context.Context, refs ...string) error {
 		if _, err := c.docker.InspectImage(ctx, ref); err != nil {
 			return fmt.Errorf("load image %s: not in the host engine (build or pull it first): %w", ref, err)
 		}
+	}
+	node, err := c.docker.InspectImage(ctx, c.cfg.image)
+	if err != nil {
+		return fmt.Errorf("load image: node image: %w", err)
 	}
 	src, err := c.docker.SaveImages(ctx, refs)
 	if err != nil {
@@ -49,7 +59,7 @@ func (c *Cluster) LoadImage(ctx context.Context, refs ...string) error {
 	}()
 	err = concurrent.Each(len(c.nodes), func(i int) error {
 		n := c.nodes[i]
-		_, err := n.ExecInput(ctx, readers[i], "ctr", "--namespace", "k8s.io", "images", "import", "--digests", "-")
+		_, err := n.ExecInput(ctx, readers[i], "ctr", "--namespace", "k8s.io", "images", "import", "--digests", "--platform", node.Platform, "-")
 		// Whatever happened, this node reads no more: let the others go on.
 		readers[i].CloseWithError(errors.New("node stopped reading"))
 		if err != nil {

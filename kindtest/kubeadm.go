@@ -48,7 +48,10 @@ func newBootstrapToken() string {
 // kubeadm's own time limits (one minute for an API call, four for the
 // control plane to come up) are set to the create timeout, so that on a
 // slow or loaded machine the create timeout alone decides when to give up.
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration) string {
+//
+// extraSANs are more addresses the API server's certificate names: a
+// remote engine's address, where the API server is published.
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration, extraSANs ...string) string {
 	taints := ""
 	if singleNode {
 		// An empty list, unlike none, tells kubeadm not to taint the
@@ -103,7 +106,7 @@ apiServer:
   - 127.0.0.1
   - localhost
   - %[2]s
-  - %[11]s
+  - %[11]s%[14]s
 controllerManager:
   extraArgs:
   # Each node's pod range is fixed by kindtest (see nodePodSubnet).
@@ -134,7 +137,15 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), kubeadmTimeouts(timeout))
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), kubeadmTimeouts(timeout), sanLines(extraSANs))
+}
+
+func sanLines(sans []string) string {
+	var b strings.Builder
+	for _, s := range sans {
+		b.WriteString("\n  - " + s)
+	}
+	return b.String()
 }
 
 // kubeadmTimeouts sets every time limit kubeadm has to d.

@@ -167,7 +167,7 @@ fi
 // and runs the init phases that need no running system, before boot.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, c.place.certSANs()...)); err != nil {
 		return err
 	}
 	var script strings.Builder

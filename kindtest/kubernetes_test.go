@@ -131,8 +131,19 @@ func TestKubernetes(t *testing.T) {
 				if _, err := os.Stat(c.KubeconfigPath()); err != nil {
 					t.Fatal(err)
 				}
-				if !strings.HasPrefix(c.APIServer(), "https://127.0.0.1:") || !strings.Contains(string(c.Kubeconfig()), c.APIServer()) {
-					t.Errorf("kubeconfig server %s, want 127.0.0.1", c.APIServer())
+				// Where the test process stands decides the address: the
+				// engine tests for remote engines and for test processes in
+				// a container say which they expect.
+				want := "127.0.0.1"
+				switch v := os.Getenv(apiHostEnv); v {
+				case "":
+				case "control-plane":
+					want = c.ControlPlane().IP()
+				default:
+					want = v
+				}
+				if !strings.HasPrefix(c.APIServer(), "https://"+want+":") || !strings.Contains(string(c.Kubeconfig()), "server: "+c.APIServer()) {
+					t.Errorf("kubeconfig server %s, want %s", c.APIServer(), want)
 				}
 				out, err := exec.CommandContext(ctx, kubectl, "--kubeconfig", c.KubeconfigPath(), "get", "pods", "-l", "app=echo", "-o", "name").CombinedOutput()
 				if err != nil || strings.Count(string(out), "pod/echo-") != 3 {
@@ -142,6 +153,11 @@ func TestKubernetes(t *testing.T) {
 		})
 	}
 }
+
+// apiHostEnv names the host the API server's address must have: unset
+// means 127.0.0.1, "control-plane" the control plane's address on the
+// cluster network (a test process inside a container of the engine).
+const apiHostEnv = "KINDTEST_TEST_API_HOST"
 
 // dockerRef is the name containerd files a Docker short reference under.
 func dockerRef(ref string) string {

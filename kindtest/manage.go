@@ -239,6 +239,12 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 		return fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
 	}
 	c.name = name
+	if c.place, err = detectPlacement(ctx, c.docker); err != nil {
+		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+	}
+	if err := c.place.joinNetwork(ctx, c.docker, name); err != nil {
+		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+	}
 	c.nodes = make([]*Node, len(cs))
 	for _, ct := range cs {
 		i, err := strconv.Atoi(ct.Labels[LabelNodeIndex])
@@ -262,7 +268,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 			}
 			c.created, _ = time.Parse(time.RFC3339, ct.Labels[LabelCreated])
 			c.cfg.image = info.Image
-			c.apiServer = "https://" + info.Ports[fmt.Sprintf("%d/tcp", apiServerPort)]
+			c.apiServer = c.place.apiServerURL(name, info)
 		}
 	}
 	c.cfg.workers = len(cs) - 1

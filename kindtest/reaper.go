@@ -91,9 +91,9 @@ func connectToReaper() (*watchdog, error) {
 		return nil, err
 	}
 	defer dc.Close()
-	socket, ok := strings.CutPrefix(dc.Host(), "unix://")
-	if !ok {
-		return nil, fmt.Errorf("engine at %s is not a local socket", dc.Host())
+	site, err := newReaperSite(ctx, dc)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ReaperImage, err)
@@ -102,7 +102,7 @@ func connectToReaper() (*watchdog, error) {
 	// after its idle time: try again until one answers.
 	var last error
 	err = waitFor(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
-		w, err := attemptReaper(ctx, dc, socket)
+		w, err := attemptReaper(ctx, dc, site)
 		if err != nil {
 			var stale *staleReaperError
 			if errors.As(err, &stale) {
@@ -123,18 +123,18 @@ func connectToReaper() (*watchdog, error) {
 		if last != nil {
 			err = fmt.Errorf("%w (last attempt: %v)", err, last)
 		}
-		return nil, fmt.Errorf("reaper %s: %w", reaperName, err)
+		return nil, fmt.Errorf("reaper %s: %w", site.name, err)
 	}
 	return theReaper, nil
 }
 
 // attemptReaper makes one attempt at connecting to the reaper container,
 // creating or starting it as needed.
-func attemptReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
-	info, err := dc.InspectContainer(ctx, reaperName)
+func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
+	info, err := dc.InspectContainer(ctx, site.name)
 	switch {
 	case docker.IsNotFound(err):
-		return createReaper(ctx, dc, socket)
+		return createReaper(ctx, dc, site)
 	case err != nil:
 		return nil, err
 	case info.Status == "created":
@@ -143,9 +143,9 @@ func attemptReaper(ctx context.Context, dc *docker.Client, socket string) (*watc
 		if err := dc.StartContainer(ctx, info.ID); err != nil {
 			return nil, err
 		}
-		return connectReaper(ctx, dc, info.ID)
+		return connectReaper(ctx, dc, site, info.ID)
 	case info.Running:
-		return connectReaper(ctx, dc, info.ID)
+		return connectReaper(ctx, dc, site, info.ID)
 	}
 	// Exited: the engine is removing it (it is started with auto-remove).
 	return nil, fmt.Errorf("reaper container is %s", info.Status)
@@ -153,10 +153,10 @@ func attemptReaper(ctx context.Context, dc *docker.Client, socket string) (*watc
 
 // createReaper creates and starts the reaper container. A reaper this
 // process created but cannot connect to is removed.
-func createReaper(ctx context.Context, dc *docker.Client, socket string) (*watchdog, error) {
+func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
 	o := self()
 	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
-		Name:  reaperName,
+		Name:  site.name,
 		Image: ReaperImage,
 		Labels: map[string]string{
 			LabelReaper:     "true",
@@ -166,8 +166,8 @@ func createReaper(ctx context.Context, dc *docker.Client, socket string) (*watch
 			LabelCreated:    time.Now().UTC().Format(time.RFC3339),
 		},
 		Cmd:        []string{"reaper", "--listen", fmt.Sprintf(":%d", reaperPort), "--idle", reaperIdle.String()},
-		Binds:      []string{socket + ":/var/run/docker.sock"},
-		Ports:      []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: reaperPort}},
+		Binds:      []string{site.socket + ":/var/run/docker.sock"},
+		Ports:      []docker.PortBinding{{HostIP: site.place.publishIP, ContainerPort: reaperPort}},
 		AutoRemove: true,
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func createReaper(ctx context.Context, dc *docker.Client, socket string) (*watch
 	if err := dc.StartContainer(ctx, id); err != nil {
 		return nil, errors.Join(err, removeReaper(dc, id))
 	}
-	w, err := connectReaper(ctx, dc, id)
+	w, err := connectReaper(ctx, dc, site, id)
 	if err != nil {
 		var stale *staleReaperError
 		if errors.As(err, &stale) {
@@ -202,14 +202,10 @@ func (e *staleReaperError) Error() string {
 }
 
 // connectReaper connects to the running reaper container id.
-func connectReaper(ctx context.Context, dc *docker.Client, id string) (*watchdog, error) {
-	info, err := dc.InspectContainer(ctx, id)
+func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id string) (*watchdog, error) {
+	addr, err := site.place.reaperAddress(ctx, dc, id)
 	if err != nil {
 		return nil, err
-	}
-	addr := info.Ports[fmt.Sprintf("%d/tcp", reaperPort)]
-	if addr == "" {
-		return nil, fmt.Errorf("reaper container %s: port %d is not published", id, reaperPort)
 	}
 	// The engine's port proxy accepts before the reaper listens; only the
 	// reaper's greeting proves the connection reached it.

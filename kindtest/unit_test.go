@@ -146,6 +146,9 @@ func TestKubeadmConfig(t *testing.T) {
 	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
+	if remote := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, time.Minute, "10.251.0.2"); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
+		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
+	}
 	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute)
 	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3", "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {

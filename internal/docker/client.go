@@ -4,40 +4,132 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
+	"github.com/docker/go-connections/tlsconfig"
 )
 
 // ErrUnavailable is returned (wrapped) by New when no Docker engine answers.
 var ErrUnavailable = errors.New("no Docker engine answers")
 
+// MinAPIVersion is the oldest Engine API kindtest works with: Docker 20.10.
+const MinAPIVersion = "1.41"
+
 // Client talks to one Docker engine.
 type Client struct {
-	api *client.Client
+	api    *client.Client
+	source string
 }
 
-// New connects to the engine named by the environment (DOCKER_HOST,
-// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH), negotiates the API version and pings
-// it. When the engine does not answer the error wraps ErrUnavailable.
+// New connects to the engine the docker CLI would use (see resolveEndpoint:
+// DOCKER_HOST, then DOCKER_CONTEXT, then the CLI's current context),
+// negotiates the API version and pings it. When the engine does not answer
+// the error wraps ErrUnavailable; an engine older than MinAPIVersion is
+// refused.
 func New(ctx context.Context) (*Client, error) {
-	api, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	ep, err := resolveEndpoint(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("docker client: %w", err)
+		return nil, err
+	}
+	return connect(ctx, ep)
+}
+
+// NewHost connects to the engine at host ("unix:///path", "tcp://a:p"),
+// whatever the environment says.
+func NewHost(ctx context.Context, host string) (*Client, error) {
+	return connect(ctx, endpoint{Host: host, Source: "an explicit host"})
+}
+
+func connect(ctx context.Context, ep endpoint) (*Client, error) {
+	opts, err := clientOptions(ep)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", ep.Source, err)
+	}
+	api, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %s: %w", ep.Source, err)
 	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := api.Ping(pingCtx); err != nil {
+	ping, err := api.Ping(pingCtx)
+	if err != nil {
 		api.Close()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w at %s (%v): start Docker, or point DOCKER_HOST at a running engine", ErrUnavailable, api.DaemonHost(), err)
+		return nil, fmt.Errorf("%w at %s, named by %s (%v): start Docker, or point DOCKER_HOST (or DOCKER_CONTEXT) at a running engine", ErrUnavailable, api.DaemonHost(), ep.Source, err)
 	}
 	// Ping negotiated the version; make sure later calls use it.
 	api.NegotiateAPIVersion(ctx)
-	return &Client{api: api}, nil
+	c := &Client{api: api, source: ep.Source}
+	if err := c.checkVersion(ctx, ping.APIVersion); err != nil {
+		api.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// clientOptions turns an endpoint into SDK options. The default endpoint
+// keeps the SDK's own reading of the environment (DOCKER_HOST,
+// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_API_VERSION).
+func clientOptions(ep endpoint) ([]client.Opt, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if ep.Host == "" || ep.Source == "DOCKER_HOST" {
+		return opts, nil
+	}
+	if u, err := url.Parse(ep.Host); err == nil && u.Scheme == "ssh" {
+		return nil, fmt.Errorf("%s is an ssh:// engine, which kindtest cannot reach directly: forward its socket (ssh -nNT -L /tmp/docker.sock:/var/run/docker.sock HOST) and set DOCKER_HOST=unix:///tmp/docker.sock", ep.Host)
+	}
+	if ep.TLSDir != "" || ep.SkipTLSVerify {
+		tlsOpts := tlsconfig.Options{InsecureSkipVerify: ep.SkipTLSVerify}
+		if ep.TLSDir != "" {
+			for file, field := range map[string]*string{"ca.pem": &tlsOpts.CAFile, "cert.pem": &tlsOpts.CertFile, "key.pem": &tlsOpts.KeyFile} {
+				if p := filepath.Join(ep.TLSDir, file); fileExists(p) {
+					*field = p
+				}
+			}
+		}
+		tc, err := tlsconfig.Client(tlsOpts)
+		if err != nil {
+			return nil, fmt.Errorf("TLS material in %s: %w", ep.TLSDir, err)
+		}
+		opts = append(opts, client.WithHTTPClient(&http.Client{
+			Transport:     &http.Transport{TLSClientConfig: tc},
+			CheckRedirect: client.CheckRedirect,
+		}))
+	}
+	return append(opts, client.WithHost(ep.Host)), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// checkVersion refuses an engine whose API is older than MinAPIVersion, or
+// a client pinned below it with DOCKER_API_VERSION.
+func (c *Client) checkVersion(ctx context.Context, serverAPI string) error {
+	if serverAPI != "" && versions.LessThan(serverAPI, MinAPIVersion) {
+		engine := "an engine"
+		if v, err := c.api.ServerVersion(ctx); err == nil && v.Version != "" {
+			engine = "Docker " + v.Version
+		}
+		return fmt.Errorf("the engine at %s is %s with API %s; kindtest needs API %s (Docker 20.10) or newer: upgrade the engine, or point DOCKER_HOST at a newer one", c.Host(), engine, serverAPI, MinAPIVersion)
+	}
+	if v := c.api.ClientVersion(); versions.LessThan(v, MinAPIVersion) {
+		return fmt.Errorf("the Docker client is pinned to API %s (DOCKER_API_VERSION); kindtest needs %s or newer: unset DOCKER_API_VERSION", v, MinAPIVersion)
+	}
+	return nil
 }
 
 // Close releases the client's connections.
@@ -45,6 +137,10 @@ func (c *Client) Close() error { return c.api.Close() }
 
 // Host is the engine address the client uses, for messages.
 func (c *Client) Host() string { return c.api.DaemonHost() }
+
+// Source says what named the engine: "DOCKER_HOST", a docker context, or
+// the default socket.
+func (c *Client) Source() string { return c.source }
 
 // APIVersion is the negotiated Engine API version.
 func (c *Client) APIVersion() string { return c.api.ClientVersion() }
@@ -62,8 +158,15 @@ type EngineInfo struct {
 	CgroupVersion string
 	CgroupDriver  string
 	OS            string
-	NCPU          int
-	MemTotal      int64
+	// Architecture as the engine reports it: x86_64, aarch64.
+	Architecture string
+	// Driver is the storage driver; with the containerd image store it
+	// names a snapshotter (overlayfs).
+	Driver string
+	// ContainerdStore is whether images live in containerd's store.
+	ContainerdStore bool
+	NCPU            int
+	MemTotal        int64
 }
 
 // Info describes the engine.
@@ -73,11 +176,48 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		return EngineInfo{}, fmt.Errorf("engine info: %w", err)
 	}
 	return EngineInfo{
-		Version:       info.ServerVersion,
-		CgroupVersion: info.CgroupVersion,
-		CgroupDriver:  info.CgroupDriver,
-		OS:            info.OperatingSystem,
-		NCPU:          info.NCPU,
-		MemTotal:      info.MemTotal,
+		Version:         info.ServerVersion,
+		CgroupVersion:   info.CgroupVersion,
+		CgroupDriver:    info.CgroupDriver,
+		OS:              info.OperatingSystem,
+		Architecture:    info.Architecture,
+		Driver:          info.Driver,
+		ContainerdStore: containerdStore(info.DriverStatus),
+		NCPU:            info.NCPU,
+		MemTotal:        info.MemTotal,
 	}, nil
+}
+
+// containerdStore tells from the engine's driver status whether it keeps
+// images in containerd's store: that store reports a "driver-type" of
+// io.containerd.snapshotter.v1.
+func containerdStore(status [][2]string) bool {
+	for _, kv := range status {
+		if kv[0] == "driver-type" && kv[1] == "io.containerd.snapshotter.v1" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnreachable reports whether err says the engine could not be reached
+// or stopped answering mid-call (refused, reset, timed out, cut off),
+// rather than refusing a request.
+func IsUnreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if client.IsErrConnectionFailed(err) {
+		return true
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) {
+		return true
+	}
+	for _, target := range []error{io.ErrUnexpectedEOF, io.EOF, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }

@@ -66,10 +66,24 @@ type Container struct {
 	Running  bool
 	Status   string
 	ExitCode int
+	// Pid is the main process's id on the engine's host (0 when stopped).
+	Pid int
 	// IPs by network name.
 	IPs map[string]string
 	// Ports maps "6443/tcp" to the host address it is published on.
 	Ports map[string]string
+	// NetworkMode is the container's network mode: "bridge", "host",
+	// "none", "container:<id>" or a network's name.
+	NetworkMode string
+	// Mounts are its bind mounts and volumes.
+	Mounts []Mount
+}
+
+// Mount is one of a container's mounts: Source on the engine's host,
+// Destination inside the container.
+type Mount struct {
+	Source      string
+	Destination string
 }
 
 // CreateContainer creates (but does not start) a container and returns its ID.
@@ -110,7 +124,9 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		host.PortBindings[port] = append(host.PortBindings[port], nat.PortBinding{HostIP: p.HostIP, HostPort: p.HostPort})
 	}
 	var netCfg *network.NetworkingConfig
-	if spec.Network != "" {
+	if spec.Network == "none" {
+		host.NetworkMode = "none"
+	} else if spec.Network != "" {
 		host.NetworkMode = container.NetworkMode(spec.Network)
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			spec.Network: {Aliases: []string{spec.Name}},
@@ -166,10 +182,17 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		out.Image = info.Config.Image
 		out.Labels = info.Config.Labels
 	}
+	if info.HostConfig != nil {
+		out.NetworkMode = string(info.HostConfig.NetworkMode)
+	}
+	for _, m := range info.Mounts {
+		out.Mounts = append(out.Mounts, Mount{Source: m.Source, Destination: m.Destination})
+	}
 	if info.State != nil {
 		out.Running = info.State.Running
 		out.Status = info.State.Status
 		out.ExitCode = info.State.ExitCode
+		out.Pid = info.State.Pid
 	}
 	if info.NetworkSettings != nil {
 		for name, ep := range info.NetworkSettings.Networks {

@@ -16,6 +16,8 @@ type Image struct {
 	Tags   []string
 	Labels map[string]string
 	Size   int64
+	// Platform is "os/arch" or "os/arch/variant", as ctr's --platform takes it.
+	Platform string
 }
 
 // InspectImage describes an image; IsNotFound(err) when there is none.
@@ -24,7 +26,10 @@ func (c *Client) InspectImage(ctx context.Context, ref string) (Image, error) {
 	if err != nil {
 		return Image{}, fmt.Errorf("inspect image %s: %w", ref, err)
 	}
-	out := Image{ID: info.ID, Tags: info.RepoTags, Size: info.Size}
+	out := Image{ID: info.ID, Tags: info.RepoTags, Size: info.Size, Platform: info.Os + "/" + info.Architecture}
+	if info.Variant != "" {
+		out.Platform += "/" + info.Variant
+	}
 	if info.Config != nil {
 		out.Labels = info.Config.Labels
 	}

@@ -32,10 +32,39 @@ func (c *Client) CreateNetwork(ctx context.Context, name string, labels map[stri
 	return resp.ID, nil
 }
 
-// RemoveNetwork removes a network; one that does not exist counts as removed.
+// RemoveNetwork removes a network; one that does not exist counts as
+// removed. Containers still connected (a test process's own container that
+// joined it) are disconnected first.
 func (c *Client) RemoveNetwork(ctx context.Context, id string) error {
-	if err := c.api.NetworkRemove(ctx, id); err != nil && !IsNotFound(err) {
-		return fmt.Errorf("remove network %s: %w", id, err)
+	err := c.api.NetworkRemove(ctx, id)
+	if err == nil || IsNotFound(err) {
+		return nil
+	}
+	if info, ierr := c.api.NetworkInspect(ctx, id, network.InspectOptions{}); ierr == nil && len(info.Containers) > 0 {
+		for ctr := range info.Containers {
+			_ = c.api.NetworkDisconnect(ctx, id, ctr, true)
+		}
+		err = c.api.NetworkRemove(ctx, id)
+		if err == nil || IsNotFound(err) {
+			return nil
+		}
+	}
+	return fmt.Errorf("remove network %s: %w", id, err)
+}
+
+// ConnectNetwork attaches a running container to a network.
+func (c *Client) ConnectNetwork(ctx context.Context, networkID, containerID string) error {
+	if err := c.api.NetworkConnect(ctx, networkID, containerID, nil); err != nil {
+		return fmt.Errorf("connect container %.12s to network %s: %w", containerID, networkID, err)
+	}
+	return nil
+}
+
+// DisconnectNetwork detaches a container from a network; either being gone
+// counts as done.
+func (c *Client) DisconnectNetwork(ctx context.Context, networkID, containerID string) error {
+	if err := c.api.NetworkDisconnect(ctx, networkID, containerID, true); err != nil && !IsNotFound(err) {
+		return fmt.Errorf("disconnect container %.12s from network %s: %w", containerID, networkID, err)
 	}
 	return nil
 }

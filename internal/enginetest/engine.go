@@ -1,0 +1,430 @@
+package enginetest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// A second engine for the engine matrix: Debian trixie's docker.io (Docker
+// 26) in a privileged container of the host engine, Docker-in-Docker
+// style, with a network namespace of its own and no outside address. Its
+// socket is in a host directory bind-mounted at the same path, so a path
+// that the test process hands the inner engine (the reaper's socket bind)
+// means the same file on both sides.
+
+// engineSuite and enginePackages make the engine image; its tag is a hash
+// of them, so it is built once per recipe.
+const engineSuite = "trixie"
+
+var enginePackages = []string{"docker.io", "containerd", "runc", "iptables", "ca-certificates", "jq", "iproute2", "procps"}
+
+var engineMmdebstrapArgs = []string{
+	"--variant=minbase",
+	"--dpkgopt=path-exclude=/usr/share/man/*",
+	"--dpkgopt=path-exclude=/usr/share/doc/*",
+	"--dpkgopt=path-exclude=/usr/share/locale/*",
+}
+
+// LabelEngine marks the containers and volumes of test engines; the value
+// is "pid@boot-id" of the test process that made them.
+const LabelEngine = "dev.kindtest.test-engine"
+
+// EngineImage is the reference of the engine image of this recipe.
+func EngineImage() string {
+	h := sha256.New()
+	fmt.Fprintln(h, engineSuite, strings.Join(enginePackages, ","), strings.Join(engineMmdebstrapArgs, " "))
+	return "kindtest/test-engine:" + engineSuite + "-" + hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// EngineConfig says how to run a test engine.
+type EngineConfig struct {
+	// ContainerdStore turns on the containerd image store
+	// ("features": {"containerd-snapshotter": true}).
+	ContainerdStore bool
+	// ListenTCP makes the engine listen on tcp://0.0.0.0:2375 of its own
+	// network namespace too, which has only loopback until the caller adds
+	// an interface (see Engine.NetNS).
+	ListenTCP bool
+	// Images are copied from the host engine into the new one.
+	Images []string
+}
+
+// Engine is a running test engine.
+type Engine struct {
+	ID string
+	// Host is its unix socket, "unix:///...".
+	Host string
+	// Client talks to it through that socket.
+	Client *docker.Client
+	// Version is the engine's Docker version.
+	Version string
+	// PID is the engine container's init process on this host; its
+	// network namespace is /proc/PID/ns/net.
+	PID int
+
+	host *docker.Client
+}
+
+// NetNS is the path of the engine's network namespace, for nsenter.
+func (e *Engine) NetNS() string { return fmt.Sprintf("/proc/%d/ns/net", e.PID) }
+
+// StartEngine starts a test engine on the host engine and removes it when
+// the test ends. It fails the test when the engine cannot be made.
+func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	sweepEngines(ctx, t, host)
+	ref := EnsureEngineImage(t, host)
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	name := "kindtest-test-engine-" + hex.EncodeToString(suffix[:])
+	// A short path: unix socket paths are limited to 108 bytes.
+	dir, err := os.MkdirTemp("", "kt-engine-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	volume := name + "-data"
+	labels := map[string]string{LabelEngine: OwnerID()}
+	var id string
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if id != "" {
+			if err := host.RemoveContainer(ctx, id); err != nil {
+				t.Errorf("remove test engine: %v", err)
+			}
+		}
+		if err := host.RemoveVolume(ctx, volume); err != nil {
+			t.Errorf("remove test engine volume: %v", err)
+		}
+		os.RemoveAll(dir)
+	})
+	if err := host.CreateVolume(ctx, volume, labels); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "docker.sock")
+	env := []string{"SOCK=" + sock}
+	if cfg.ContainerdStore {
+		env = append(env, "CONTAINERD_STORE=1")
+	}
+	if cfg.ListenTCP {
+		env = append(env, "LISTEN_TCP=1")
+	}
+	id, err = host.CreateContainer(ctx, docker.ContainerSpec{
+		Name:       name,
+		Hostname:   name,
+		Image:      ref,
+		Labels:     labels,
+		Env:        env,
+		Entrypoint: []string{"/bin/sh", "-c", engineEntrypoint, "engine"},
+		Privileged: true,
+		Volumes:    map[string]string{volume: "/var/lib/docker"},
+		Binds:      []string{dir + ":" + dir, "/lib/modules:/lib/modules:ro"},
+		Tmpfs:      map[string]string{"/run": ""},
+		Network:    "none",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.StartContainer(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	e := &Engine{ID: id, Host: "unix://" + sock, host: host}
+	e.Client, err = waitEngine(ctx, host, id, e.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Client.Close() })
+	info, err := host.InspectContainer(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.PID = info.Pid
+	ei, err := e.Client.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Version = ei.Version
+	if ei.ContainerdStore != cfg.ContainerdStore {
+		t.Fatalf("test engine: containerd image store is %v, want %v", ei.ContainerdStore, cfg.ContainerdStore)
+	}
+	if len(cfg.Images) > 0 {
+		start := time.Now()
+		if err := copyImages(ctx, host, e.Client, cfg.Images); err != nil {
+			t.Fatalf("copy images into the test engine: %v", err)
+		}
+		t.Logf("test engine %s: copied %s in %v", name, strings.Join(cfg.Images, ", "), time.Since(start).Round(100*time.Millisecond))
+	}
+	t.Logf("test engine %s: Docker %s, containerd store %v, %s", name, e.Version, ei.ContainerdStore, e.Host)
+	return e
+}
+
+// waitEngine waits until the engine answers on its socket, or its
+// container has stopped.
+func waitEngine(ctx context.Context, host *docker.Client, id, sock string) (*docker.Client, error) {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := docker.NewHost(pctx, sock)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		info, ierr := host.InspectContainer(ctx, id)
+		if ierr != nil || !info.Running || time.Now().After(deadline) {
+			logs, _ := host.ContainerLogs(context.WithoutCancel(ctx), id, 30)
+			return nil, fmt.Errorf("test engine did not answer at %s (%v); its last output:\n%s", sock, err, logs)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// copyImages streams `docker save` from one engine into `docker load` of
+// the other.
+func copyImages(ctx context.Context, from, to *docker.Client, refs []string) error {
+	rc, err := from.SaveImages(ctx, refs)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	_, err = to.LoadImages(ctx, rc)
+	return err
+}
+
+var imageMu sync.Mutex
+
+// EnsureEngineImage builds the engine image unless the host engine has it,
+// and returns its reference. It is a plain Debian system with Docker, also
+// fit to run test binaries in.
+func EnsureEngineImage(t testing.TB, host *docker.Client) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	ref, err := ensureEngineImage(ctx, t, host)
+	if err != nil {
+		t.Fatalf("test engine image: %v", err)
+	}
+	return ref
+}
+
+// ensureEngineImage builds the engine image unless it exists: mmdebstrap
+// of Debian's packages, imported as a one-layer image.
+func ensureEngineImage(ctx context.Context, t testing.TB, host *docker.Client) (string, error) {
+	imageMu.Lock()
+	defer imageMu.Unlock()
+	ref := EngineImage()
+	if _, err := host.InspectImage(ctx, ref); err == nil {
+		return ref, nil
+	} else if !docker.IsNotFound(err) {
+		return "", err
+	}
+	// Other test processes may build it at the same time: one builds.
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "kindtest-test-engine.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if _, err := host.InspectImage(ctx, ref); err == nil {
+		return ref, nil
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		return "", fmt.Errorf("building %s needs mmdebstrap (apt-get install mmdebstrap): %w", ref, err)
+	}
+	start := time.Now()
+	tmp, err := os.MkdirTemp("", "kt-engine-rootfs-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	out := filepath.Join(tmp, "rootfs.tar")
+	args := append([]string{"--include=" + strings.Join(enginePackages, ",")}, engineMmdebstrapArgs...)
+	args = append(args, engineSuite, out)
+	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("mmdebstrap %s: %w\n%s", engineSuite, err, tail(b, 2000))
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := host.ImportImage(ctx, f, ref, nil); err != nil {
+		return "", err
+	}
+	t.Logf("built %s in %v", ref, time.Since(start).Round(time.Second))
+	return ref, nil
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// OwnerID names this process: pid and boot id, so that a later run can
+// tell whether the process that made an engine is gone. It is the value of
+// LabelEngine.
+func OwnerID() string {
+	return strconv.Itoa(os.Getpid()) + "@" + bootID()
+}
+
+func bootID() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+}
+
+// sweepEngines removes test engines whose test process is gone (killed
+// before its cleanup ran).
+func sweepEngines(ctx context.Context, t testing.TB, host *docker.Client) {
+	list, err := host.ListContainers(ctx, map[string]string{LabelEngine: ""})
+	if err != nil {
+		t.Logf("sweep test engines: %v", err)
+		return
+	}
+	for _, c := range list {
+		if ownerAlive(c.Labels[LabelEngine]) {
+			continue
+		}
+		_ = host.RemoveContainer(ctx, c.ID)
+	}
+	vols, err := host.ListVolumes(ctx, map[string]string{LabelEngine: ""})
+	if err != nil {
+		return
+	}
+	for _, v := range vols {
+		if !ownerAlive(v.Labels[LabelEngine]) {
+			_ = host.RemoveVolume(ctx, v.Name)
+		}
+	}
+}
+
+func ownerAlive(owner string) bool {
+	pid, boot, ok := strings.Cut(owner, "@")
+	if !ok || boot != bootID() {
+		return false
+	}
+	n, err := strconv.Atoi(pid)
+	if err != nil {
+		return false
+	}
+	err = syscall.Kill(n, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// engineEntrypoint starts dockerd in the engine container. Where the
+// capability bounding set lacks CAP_SYS_RESOURCE (this project's build
+// machine), --privileged containers fail to start unless a runc wrapper
+// drops that capability from their spec: the same wrapper the host engine
+// uses here, written out and registered as the default runtime.
+const engineEntrypoint = `set -eu
+mkdir -p /etc/docker
+if [ -n "${CONTAINERD_STORE:-}" ]; then
+  echo '{"features":{"containerd-snapshotter":true}}' > /etc/docker/daemon.json
+else
+  echo '{"features":{"containerd-snapshotter":false}}' > /etc/docker/daemon.json
+fi
+set -- -H "unix://$SOCK" -H unix:///var/run/docker.sock
+if [ -n "${LISTEN_TCP:-}" ]; then
+  set -- "$@" -H tcp://0.0.0.0:2375 --tls=false
+fi
+capbnd=$(awk '/^CapBnd:/ {print $2}' /proc/self/status)
+if [ $(( 0x$capbnd >> 24 & 1 )) -eq 0 ]; then
+  cat > /usr/local/bin/runc-drop-sys-resource <<'EOF'
+#!/bin/sh
+set -e
+bundle=""; procfile=""; prev=""
+for a in "$@"; do
+  case "$prev" in --bundle|-b) bundle="$a";; --process|-p) procfile="$a";; esac
+  case "$a" in --bundle=*) bundle="${a#--bundle=}";; --process=*) procfile="${a#--process=}";; esac
+  prev="$a"
+done
+drop='map(select(. != "CAP_SYS_RESOURCE"))'
+if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
+  jq "if .process.capabilities then .process.capabilities |= with_entries(.value |= $drop) else . end" "$bundle/config.json" > "$bundle/config.json.kt" && mv "$bundle/config.json.kt" "$bundle/config.json"
+fi
+if [ -n "$procfile" ] && [ -f "$procfile" ]; then
+  jq "if .capabilities then .capabilities |= with_entries(.value |= $drop) else . end" "$procfile" > "$procfile.kt" && mv "$procfile.kt" "$procfile"
+fi
+exec runc "$@"
+EOF
+  chmod 0755 /usr/local/bin/runc-drop-sys-resource
+  set -- "$@" --add-runtime kt-runc=/usr/local/bin/runc-drop-sys-resource --default-runtime kt-runc
+fi
+exec dockerd "$@"
+`
+
+// RemoteNetNS makes a network namespace of the test's own, joined to the
+// engine's by a veth pair with private addresses (10.251.N.1 on the test's
+// side, 10.251.N.2 on the engine's), and removes it when the test ends. A
+// process run in it (nsenter --net=PATH) reaches the engine only over that
+// link, as a remote engine: start the engine with ListenTCP and use
+// DOCKER_HOST=tcp://ENGINEIP:2375. No address outside the two namespaces
+// is involved.
+func (e *Engine) RemoteNetNS(t testing.TB) (path, engineIP string) {
+	t.Helper()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:4])
+	ns := "kt-remote-" + tag
+	local, peer := "ktv"+tag+"a", "ktv"+tag+"b"
+	subnet := fmt.Sprintf("10.251.%d", b[4])
+	engineIP = subnet + ".2"
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	run("ip", "netns", "add", ns)
+	t.Cleanup(func() {
+		// Deleting the namespace deletes the veth pair with it.
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v\n%s", ns, err, out)
+		}
+	})
+	run("ip", "link", "add", local, "type", "veth", "peer", "name", peer)
+	run("ip", "link", "set", local, "netns", ns)
+	run("ip", "link", "set", peer, "netns", strconv.Itoa(e.PID))
+	run("ip", "-n", ns, "link", "set", "lo", "up")
+	run("ip", "-n", ns, "addr", "add", subnet+".1/30", "dev", local)
+	run("ip", "-n", ns, "link", "set", local, "up")
+	inEngine := []string{"nsenter", "--net=" + e.NetNS(), "--", "ip"}
+	run(append(inEngine, "addr", "add", engineIP+"/30", "dev", peer)...)
+	run(append(inEngine, "link", "set", peer, "up")...)
+	return "/run/netns/" + ns, engineIP
+}
+
+// Exec runs a command in the engine's container (iptables, ip) and returns
+// its exit code.
+func (e *Engine) Exec(ctx context.Context, cmd ...string) (int, error) {
+	return e.host.Exec(ctx, e.ID, cmd, docker.ExecOptions{})
+}
