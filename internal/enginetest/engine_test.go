@@ -1,3 +1,5 @@
+//go:build enginematrix
+
 package enginetest_test
 
 import (

@@ -1,3 +1,5 @@
+//go:build enginematrix
+
 package placement_test
 
 import (
