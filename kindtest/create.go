@@ -53,8 +53,19 @@ func (c *Cluster) create(ctx context.Context) error {
 	start := time.Now()
 
 	if err := c.phase("network", func() error {
-		_, err := c.docker.CreateNetwork(ctx, c.name, c.labels)
-		return err
+		// What the nodes' cgroups look like decides how they are created;
+		// the engine says while the network is being made.
+		return concurrent.Each(2, func(i int) error {
+			if i == 0 {
+				_, err := c.docker.CreateNetwork(ctx, c.name, c.labels)
+				return err
+			}
+			info, err := c.docker.Info(ctx)
+			for _, n := range c.nodes {
+				n.cgroupV2 = info.CgroupVersion == "2"
+			}
+			return err
+		})
 	}); err != nil {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
@@ -128,6 +139,13 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	if n.role == RoleControlPlane {
 		spec.Ports = []docker.PortBinding{{HostIP: "127.0.0.1", ContainerPort: apiServerPort}}
 	}
+	if n.cgroupV2 {
+		// The node's own cgroup becomes the root of what it sees, whatever
+		// the engine's default (dockerd --default-cgroupns-mode=host too):
+		// systemd in the node manages that tree and nothing of the host's.
+		// Engines on cgroup v2 hosts (20.10 and later) all support it.
+		spec.CgroupnsMode = "private"
+	}
 	id, err := c.docker.CreateContainer(ctx, spec)
 	if err != nil {
 		return &NodeError{Node: n.name, Step: "create container", Err: err}
@@ -164,11 +182,24 @@ const provisionScript = `set -eu
 mount -o remount,ro /sys
 
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-  # cgroup v2: move everything out of the root so that controllers can be
-  # delegated below it, then enable them all.
+  # cgroup v2, in a cgroup namespace of the node's own: its cgroup is the
+  # root here. A cgroup with processes cannot hand controllers down, so
+  # move every process (the entrypoint, this shell) into init.scope, where
+  # systemd expects to find itself, then enable every controller for the
+  # children: the kubelet and containerd (systemd driver) need them all.
+  if [ "$(cat /proc/self/cgroup)" != "0::/" ]; then
+    echo "the node is not in a cgroup namespace of its own (/proc/self/cgroup: $(cat /proc/self/cgroup)); the engine must support --cgroupns=private" >&2
+    exit 1
+  fi
   mkdir -p /sys/fs/cgroup/init.scope
-  for p in $(cat /sys/fs/cgroup/cgroup.procs); do echo "$p" > /sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true; done
-  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true; done
+  for p in $(cat /sys/fs/cgroup/cgroup.procs); do
+    # A process may exit in between.
+    echo "$p" > /sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true
+  done
+  sed -e 's/^/+/' -e 's/ / +/g' /sys/fs/cgroup/cgroup.controllers > /sys/fs/cgroup/cgroup.subtree_control
+  for c in cpu memory pids; do
+    grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control || { echo "cgroup controller $c is not available to the node (the host delegates: $(cat /sys/fs/cgroup/cgroup.controllers))" >&2; exit 1; }
+  done
 else
   # cgroup v1: the node's cgroups are named /docker/<id>... in
   # /proc/self/cgroup but mounted at the root; bind each mount at that path

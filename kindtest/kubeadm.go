@@ -128,7 +128,7 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig())
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp))
 }
 
 // prebootPhases are the kubeadm init phases that only write files: run on
@@ -212,7 +212,7 @@ discovery:
 nodeRegistration:
 %s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeletConfig())
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeletConfig(n))
 }
 
 func nodeRegistration(n *Node) string {
@@ -229,13 +229,19 @@ func nodeRegistration(n *Node) string {
 `, n.name, criSocket, n.ip, "kindtest.dev/node-index", fmt.Sprint(n.index)), "\n")
 }
 
-func kubeletConfig() string {
+// kubeletConfig is node n's kubelet configuration. The kubelet and
+// containerd both use systemd's cgroup driver, on cgroup v1 and v2 alike.
+func kubeletConfig(n *Node) string {
+	v1 := ""
+	if !n.cgroupV2 {
+		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
+		// runners) unless told otherwise; on v2 the default stands.
+		v1 = "failCgroupV1: false\n"
+	}
 	return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: systemd
-# Hosts with cgroup v1 (still common on CI runners) are allowed.
-failCgroupV1: false
-failSwapOn: false
+` + v1 + `failSwapOn: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard:
