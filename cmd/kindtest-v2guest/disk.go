@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/fixture"
 )
 
 // baseDisk is the cached guest: a raw ext4 disk and the kernel and initrd
@@ -177,7 +178,7 @@ func ensurePrepared(ctx context.Context, o options, dc *docker.Client, base base
 	}); err != nil {
 		return "", err
 	}
-	if err := writeShare(share, map[string]string{"MODE": "prepare"}); err != nil {
+	if err := writeShare(share, map[string]string{"MODE": "prepare", "ECHO_IMAGE": guestEchoImage, "SUITE_ECHO_IMAGE": fixture.EchoImage}); err != nil {
 		return "", err
 	}
 	layer := filepath.Join(work, "prepared.qcow2")

@@ -42,7 +42,8 @@ var guestLinks = map[string]string{
 const readyMarker = "v2guest: docker ready"
 
 // guestScript runs inside the guest, from the share; share/env sets MODE
-// (prepare: load the images; test: run the suite), and for tests RUN_PRIVATE,
+// (prepare: load the images, tag ECHO_IMAGE as SUITE_ECHO_IMAGE; test: run
+// the suite), and for tests RUN_PRIVATE,
 // RUN_HOST (test patterns; RUN_HOST empty skips the second run),
 // TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in the share.
 const guestScript = `#!/bin/bash
@@ -116,6 +117,7 @@ prepare)
     say "docker load -i $(basename "$f")"
     docker load -i "$f" || exit 1
   done
+  docker tag "$ECHO_IMAGE" "$SUITE_ECHO_IMAGE" || exit 1
   timing docker-load $(($(date +%s) - began))
   docker images
   sync

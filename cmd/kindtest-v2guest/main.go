@@ -37,6 +37,10 @@ import (
 	"github.com/kindtest/kindtest/kindtest"
 )
 
+// guestEchoImage is this tool's tag of the echo image, fixture.EchoImage in
+// the guest.
+const guestEchoImage = "kindtest/echo:v2guest"
+
 type options struct {
 	cache      string
 	image      string
@@ -129,15 +133,30 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 		}
 	}()
 
+	// The guest disk first: it needs no engine, and takes longest.
+	var base baseDisk
+	if err := tm.phase(out, "guest disk", func() (err error) {
+		base, err = ensureBase(ctx, o.cache, out)
+		return err
+	}); err != nil {
+		return err
+	}
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return fmt.Errorf("the node, reaper and echo images come from the host's engine: %w", err)
 	}
 	defer dc.Close()
-	refs := []string{o.image, kindtest.ReaperImage, fixture.EchoImage}
+	refs := []string{o.image, kindtest.ReaperImage, guestEchoImage}
 	var ids []string
 	if err := tm.phase(out, "host images", func() error {
-		if _, err := fixture.BuildEcho(ctx); err != nil {
+		// Other test runs on this engine rebuild the echo image from their
+		// own checkouts: this run's copy gets a tag of its own, which the
+		// guest turns back into the one the suite uses.
+		echo, err := fixture.BuildEcho(ctx)
+		if err != nil {
+			return err
+		}
+		if err := dc.TagImage(ctx, echo, guestEchoImage); err != nil {
 			return err
 		}
 		for _, ref := range refs {
@@ -172,13 +191,6 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	var base baseDisk
-	if err := tm.phase(out, "guest disk", func() (err error) {
-		base, err = ensureBase(ctx, o.cache, out)
-		return err
-	}); err != nil {
-		return err
-	}
 	var prepared string
 	if err := tm.phase(out, "prepared disk (images)", func() (err error) {
 		prepared, err = ensurePrepared(ctx, o, dc, base, refs, ids, &tm, out)
