@@ -10,6 +10,7 @@ import (
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // ErrDockerUnavailable is returned (wrapped) when no Docker engine answers.
@@ -28,22 +29,32 @@ type Cluster struct {
 	nodes          []*Node
 	kubeconfig     []byte // with the API server's host address
 	kubeconfigPath string
-	apiServer      string // https://127.0.0.1:PORT
-	workDir        string // holds the kubeconfig file
-	ownsWorkDir    bool   // Delete removes workDir
-	timings        []PhaseTiming
-	timingsMu      sync.Mutex // phases may run side by side
+	// testDeadline is when Start stops creation for the test binary's
+	// -timeout; zero when there is none.
+	testDeadline time.Time
+	apiServer    string // https://127.0.0.1:PORT
+	workDir      string // holds the kubeconfig file
+	ownsWorkDir  bool   // Delete removes workDir
+	timings      []PhaseTiming
+	timingsMu    sync.Mutex // phases may run side by side
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
 
+	// mu guards the fields below it: the deadline watcher and the signal
+	// handler read them from other goroutines.
+	mu sync.Mutex
 	// ready is set once setup succeeded; a reusable cluster that is not
 	// ready is removed, not kept.
-	ready     bool
-	reuseLock *os.File // held while this run uses a reusable cluster
+	ready bool
+	// marked is set once the cluster's marker volume says it is kept.
+	marked    bool
+	reuseLock *os.File  // held while this run uses a reusable cluster
+	watchdog  *watchdog // the reaper this cluster is registered with
 
 	deleteOnce sync.Once
 	deleteErr  error
+	closeOnce  sync.Once
 }
 
 // PhaseTiming is how long one phase of cluster creation took.
@@ -54,23 +65,75 @@ type PhaseTiming struct {
 
 // New creates a cluster and returns once it is ready: every node booted
 // and, unless WithoutKubernetes is given, Kubernetes up with every node and
-// CoreDNS Ready. On failure everything created so far is removed (unless a
-// keep policy says otherwise) and the error says which node and step
-// failed. The caller must Delete the cluster.
+// CoreDNS Ready. On failure everything created so far is removed (unless
+// the keep policy keeps clusters whose creation failed: KeepOnFailure and
+// KeepAlways) and the error says which node and step failed. The caller
+// must Delete the cluster, or Close the handle to leave it in place.
 func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 	c, err := prepare(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.setup(ctx); err != nil {
-		if c.cfg.keep == KeepNever || c.cfg.reuse {
-			err = errors.Join(err, c.Delete(context.Background()))
-		} else {
-			c.log.Printf("kindtest: keeping cluster %s after failure: %s", c.name, c.inspectHint())
-		}
-		return nil, err
+		return nil, errors.Join(err, c.end(lifetime.Failed))
 	}
 	return c, nil
+}
+
+// end removes the cluster or keeps it, as the lifetime rule says for the
+// outcome, within the delete timeout.
+func (c *Cluster) end(o lifetime.Outcome) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
+	defer cancel()
+	if c.outlives(o) {
+		return c.keepFor(ctx, o)
+	}
+	return c.remove(ctx)
+}
+
+// outlives applies the lifetime rule to this cluster.
+func (c *Cluster) outlives(o lifetime.Outcome) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keeps := []string{c.labels[LabelKeep]}
+	if c.marked {
+		keeps = append(keeps, lifetime.Kept)
+	}
+	return lifetime.Outlives(keeps, o)
+}
+
+// keepFor leaves the cluster in place after outcome o: marked kept on the
+// engine (so that the reaper and the sweep leave it too), no longer the
+// reaper's or the signal handler's business, with a log line that says
+// how to get in and how to remove it. The handle's own resources are
+// released.
+func (c *Cluster) keepFor(ctx context.Context, o lifetime.Outcome) error {
+	err := c.markKept(ctx)
+	unregister(c)
+	c.unwatch()
+	c.log.Printf("kindtest: keeping cluster %s (keep policy %s, test %s): %s", c.name, c.labels[LabelKeep], o, c.inspectHint())
+	return errors.Join(err, c.Close())
+}
+
+// markKept records on the engine that the cluster outlives its owner: a
+// marker volume labelled with the cluster and keep "kept". A cluster whose
+// label already says so needs none.
+func (c *Cluster) markKept(ctx context.Context) error {
+	c.mu.Lock()
+	done := c.marked || c.labels[LabelKeep] == lifetime.KeepAlways
+	c.mu.Unlock()
+	if done {
+		return nil
+	}
+	labels := c.Labels()
+	labels[LabelKeep] = lifetime.Kept
+	if err := c.docker.CreateVolume(ctx, lifetime.MarkerVolume(c.name), labels); err != nil {
+		return fmt.Errorf("cluster %s: mark it kept: %w", c.name, err)
+	}
+	c.mu.Lock()
+	c.marked = true
+	c.mu.Unlock()
+	return nil
 }
 
 // connect validates the options, then connects to the engine.
@@ -101,13 +164,14 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
-	sweepOrphans(ctx, dc, cfg.logger)
-	ensureReaper(cfg.logger)
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
-	labels := clusterLabels(name, now, cfg.keep)
+	keep := cfg.keep.String()
 	if cfg.reuse {
-		labels[LabelKeep] = keepReuse
+		keep = lifetime.KeepReuse
+	}
+	labels := clusterLabels(name, now, keep)
+	if cfg.reuse {
 		labels[LabelReuse] = reuseHash(cfg, img.ID)
 	}
 	version := img.Labels[images.LabelKubernetesVersion]
@@ -181,20 +245,46 @@ func (c *Cluster) phase(name string, fn func() error) error {
 }
 
 // Delete removes every container, volume and network that carries the
-// cluster's label, whatever state creation reached. It is safe to call more
-// than once and from several goroutines; things already gone count as
-// removed. It makes its own bounded context when ctx has no deadline. In
-// reuse mode (WithReuse) a ready cluster is released for the next run
-// instead: see WithReuse.
+// cluster's label, whatever state creation reached, and releases the
+// handle. It is safe to call more than once and from several goroutines
+// and processes at once; things already gone or being removed by someone
+// else count as removed. It makes its own bounded context when ctx has no
+// deadline. In reuse mode (WithReuse) a ready cluster is released for the
+// next run instead: see WithReuse.
 func (c *Cluster) Delete(ctx context.Context) error {
-	if c.cfg.reuse && c.ready {
+	c.mu.Lock()
+	release := c.cfg.reuse && c.ready
+	c.mu.Unlock()
+	if release {
 		c.deleteOnce.Do(func() { c.deleteErr = c.release(ctx) })
 		return c.deleteErr
 	}
 	return c.remove(ctx)
 }
 
-// remove deletes the cluster's resources, once.
+// Close releases the handle without deleting the cluster: its engine
+// connection and, in reuse mode, its claim on the cluster. Use it for a
+// handle from Attach that another process owns, such as Ginkgo's parallel
+// processes attached to the cluster of process 1. A cluster this process
+// created stays registered with its reaper and is still removed when the
+// process ends, unless its keep policy says otherwise. Close is idempotent;
+// the handle must not be used after it.
+func (c *Cluster) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		lock := c.reuseLock
+		c.reuseLock = nil
+		c.mu.Unlock()
+		if lock != nil {
+			err = lock.Close()
+		}
+		err = errors.Join(err, c.docker.Close())
+	})
+	return err
+}
+
+// remove deletes the cluster's resources, once, and releases the handle.
 func (c *Cluster) remove(ctx context.Context) error {
 	c.deleteOnce.Do(func() {
 		unregister(c)
@@ -210,8 +300,9 @@ func (c *Cluster) remove(ctx context.Context) error {
 		}
 		if c.deleteErr == nil {
 			c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
+			c.unwatch()
 		}
-		c.docker.Close()
+		c.deleteErr = errors.Join(c.deleteErr, c.Close())
 	})
 	return c.deleteErr
 }
@@ -219,6 +310,9 @@ func (c *Cluster) remove(ctx context.Context) error {
 // removeCluster removes every resource labelled with the cluster's name,
 // and its reuse lock file if it has one.
 func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
+	if err := lifetime.CheckClusterName(name); err != nil {
+		return err
+	}
 	err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
 	if err == nil {
 		_ = os.Remove(reuseLockPath(name)) // most clusters have none

@@ -36,10 +36,14 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // create runs the whole lifecycle. Delete undoes any part of it.
+//
+// Before anything of the cluster exists, clusters left by processes that
+// are gone are swept (once per process) and the cluster is registered with
+// the process's reaper, so that from its first resource on a killed
+// process leaves nothing behind.
 func (c *Cluster) create(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
 	defer cancel()
-	register(c)
 	n := c.cfg.workers + 1
 	c.nodes = make([]*Node, n)
 	for i := range n {
@@ -52,12 +56,23 @@ func (c *Cluster) create(ctx context.Context) error {
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
 	start := time.Now()
 
+	_ = c.phase("sweep", func() error { sweepOrphans(ctx, c.docker, c.log); return nil })
+	_ = c.phase("reaper", func() error { c.watch(ctx); return nil })
+	register(c)
+	if err := ctx.Err(); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
 	if err := c.phase("network", func() error {
 		// What the nodes' cgroups look like decides how they are created;
-		// the engine says while the network is being made.
+		// the engine says while the network is being made. Engine objects
+		// are created on a context that is not cancelled mid-request: an
+		// abandoned request is still carried out by the engine, after the
+		// cleanup that should have removed its result.
 		return concurrent.Each(2, func(i int) error {
 			if i == 0 {
-				_, err := c.docker.CreateNetwork(ctx, c.name, c.labels)
+				sctx, cancel := settled(ctx)
+				defer cancel()
+				_, err := c.docker.CreateNetwork(sctx, c.name, c.labels)
 				return err
 			}
 			info, err := c.docker.Info(ctx)
@@ -70,11 +85,7 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
 	if err := c.phase("containers", func() error {
-		err := concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
-		// The reaper starts alongside; from here on a killed process must
-		// find it watching.
-		waitReaper(ctx)
-		return err
+		return concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}
@@ -101,11 +112,22 @@ func (c *Cluster) create(ctx context.Context) error {
 	return nil
 }
 
-// wrapCtx makes a failure caused by the create deadline or a cancelled
-// context say so plainly.
+// settled returns a context for one request that creates an engine
+// object: not cancelled with ctx, so that the request is never abandoned
+// half-way, but bounded.
+func settled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return detached(ctx, time.Minute)
+}
+
+// wrapCtx makes a failure caused by a deadline or a cancelled context say
+// so plainly, naming the deadline that ended it.
 func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		d, _ := ctx.Deadline()
+		if !c.testDeadline.IsZero() && !d.After(c.testDeadline) {
+			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
+		}
 		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
@@ -118,8 +140,15 @@ func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
 func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	labels := nodeLabels(c.labels, n.role, n.index)
 	varVolume := n.name + "-var"
-	if err := c.docker.CreateVolume(ctx, varVolume, labels); err != nil {
+	// Creation requests run to their end whatever happens to ctx (see
+	// settled); ctx is checked between them.
+	sctx, cancel := settled(ctx)
+	defer cancel()
+	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
 		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return &NodeError{Node: n.name, Step: "create container", Err: err}
 	}
 	spec := docker.ContainerSpec{
 		Name:       n.name,
@@ -146,12 +175,15 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		// Engines on cgroup v2 hosts (20.10 and later) all support it.
 		spec.CgroupnsMode = "private"
 	}
-	id, err := c.docker.CreateContainer(ctx, spec)
+	id, err := c.docker.CreateContainer(sctx, spec)
 	if err != nil {
 		return &NodeError{Node: n.name, Step: "create container", Err: err}
 	}
 	n.id = id
-	if err := c.docker.StartContainer(ctx, id); err != nil {
+	if err := ctx.Err(); err != nil {
+		return &NodeError{Node: n.name, Step: "start container", Err: err}
+	}
+	if err := c.docker.StartContainer(sctx, id); err != nil {
 		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: privilegedHint}
 	}
 	info, err := c.docker.InspectContainer(ctx, id)
@@ -253,8 +285,11 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 		if err != nil && !errors.As(err, &ee) {
 			// The container itself is gone or stopped: no use waiting.
 			info, ierr := c.docker.InspectContainer(ctx, n.id)
-			if ierr != nil || !info.Running {
-				return false, fmt.Errorf("node container stopped (exit code %d): %w", info.ExitCode, err)
+			switch {
+			case ierr != nil && ctx.Err() == nil:
+				return false, fmt.Errorf("node container cannot be inspected (%v): %w", ierr, err)
+			case ierr == nil && !info.Running:
+				return false, fmt.Errorf("node container is %s (exit code %d): %w", info.Status, info.ExitCode, err)
 			}
 			return false, nil
 		}

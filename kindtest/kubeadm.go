@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kindtest/kindtest/images"
 )
@@ -43,7 +44,11 @@ func newBootstrapToken() string {
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
 // the node may not set).
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool) string {
+//
+// kubeadm's own time limits (one minute for an API call, four for the
+// control plane to come up) are set to the create timeout, so that on a
+// slow or loaded machine the create timeout alone decides when to give up.
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration) string {
 	taints := ""
 	if singleNode {
 		// An empty list, unlike none, tells kubeadm not to taint the
@@ -74,6 +79,7 @@ skipPhases:
 - addon/kube-proxy
 nodeRegistration:
 %[4]s%[5]s
+%[13]s
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
@@ -128,7 +134,17 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp))
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp), kubeadmTimeouts(timeout))
+}
+
+// kubeadmTimeouts sets every time limit kubeadm has to d.
+func kubeadmTimeouts(d time.Duration) string {
+	var b strings.Builder
+	b.WriteString("timeouts:")
+	for _, k := range []string{"controlPlaneComponentHealthCheck", "kubeletHealthCheck", "kubernetesAPICall", "etcdAPICall", "tlsBootstrap", "discovery", "upgradeManifests"} {
+		fmt.Fprintf(&b, "\n  %s: %s", k, d)
+	}
+	return b.String()
 }
 
 // prebootPhases are the kubeadm init phases that only write files: run on
@@ -198,7 +214,7 @@ func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (str
 }
 
 // kubeadmJoinConfig is a worker's kubeadm configuration.
-func kubeadmJoinConfig(cp, n *Node, token string) string {
+func kubeadmJoinConfig(cp, n *Node, token string, timeout time.Duration) string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 skipPhases:
@@ -211,8 +227,9 @@ discovery:
     unsafeSkipCAVerification: true
 nodeRegistration:
 %s
+%s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeletConfig(n))
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeadmTimeouts(timeout), kubeletConfig(n))
 }
 
 func nodeRegistration(n *Node) string {

@@ -94,7 +94,7 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 			}
 			return concurrent.Each(len(c.nodes)-1, func(i int) error {
 				n := c.nodes[i+1]
-				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token), "join")
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout), "join")
 			})
 		}); err != nil {
 			return err
@@ -133,6 +133,10 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 // lets the admin in, while kubeadm is still busy with its later phases
 // (its API client is rate-limited to 5 requests a second).
 func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
+	// The add-on subshell writes nowhere near the exec's output: an open
+	// stdout would keep the exec going after kubeadm failed. It is killed
+	// when kubeadm fails, and the failure reported at once with kubeadm's
+	// last lines.
 	script := fmt.Sprintf(`set -e
 (
   until curl -ksf --max-time 1 https://127.0.0.1:%[1]d/readyz >/dev/null; do sleep 0.1; done
@@ -141,13 +145,18 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
     sleep 0.2
   done
   exit 1
-) &
+) </dev/null >/dev/null 2>&1 &
 addons=$!
-kubeadm init --config %[5]s --skip-token-print --skip-certificate-key-print -v=4 >%[6]s 2>&1 || { cat %[6]s; exit 1; }
+if ! %[7]skubeadm init --config %[5]s --skip-token-print --skip-certificate-key-print -v=4 >%[6]s 2>&1; then
+  kill $addons 2>/dev/null || true
+  echo "kubeadm init failed; its last lines:"
+  tail -n 40 %[6]s
+  exit 1
+fi
 if ! wait $addons; then
   echo "applying the kube-proxy and CoreDNS manifests failed:"; cat %[4]s; exit 1
 fi
-`, apiServerPort, adminKubeconfig, addonsManifest, addonsLog, kubeadmConfigPath, "/etc/kindtest/kubeadm-init.log")
+`, apiServerPort, adminKubeconfig, addonsManifest, addonsLog, kubeadmConfigPath, "/etc/kindtest/kubeadm-init.log", c.cfg.initWrapper)
 	if _, err := cp.sh(ctx, script); err != nil {
 		return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}
 	}
@@ -158,7 +167,7 @@ fi
 // and runs the init phases that need no running system, before boot.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout)); err != nil {
 		return err
 	}
 	var script strings.Builder
@@ -177,7 +186,9 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 			// kubelet-start cannot restart the kubelet before systemd
 			// runs, and says so; systemd starts it configured at boot.
 			if _, err := cp.sh(ctx, script.String()); err != nil {
-				log, _ := cp.run(context.WithoutCancel(ctx), "cat", "/etc/kindtest/kubeadm-preboot.log")
+				dctx, cancel := detached(ctx, 10*time.Second)
+				defer cancel()
+				log, _ := cp.run(dctx, "cat", "/etc/kindtest/kubeadm-preboot.log")
 				return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err, Diagnostics: log}
 			}
 			return nil
@@ -231,11 +242,19 @@ func (c *Cluster) kubeadm(ctx context.Context, n *Node, cfg string, args ...stri
 	cmd = append(cmd, "--config", kubeadmConfigPath)
 	res, err := n.Exec(ctx, cmd...)
 	// Kept for log export whatever the outcome.
-	_, _ = n.ExecInput(context.WithoutCancel(ctx), strings.NewReader(res.Stdout+res.Stderr), "sh", "-c", "cat > /etc/kindtest/kubeadm-"+args[0]+".log")
+	dctx, cancel := detached(ctx, 10*time.Second)
+	defer cancel()
+	_, _ = n.ExecInput(dctx, strings.NewReader(res.Stdout+res.Stderr), "sh", "-c", "cat > /etc/kindtest/kubeadm-"+args[0]+".log")
 	if err != nil {
 		return &NodeError{Node: n.name, Step: "kubeadm " + args[0], Err: err, Diagnostics: c.kubeletDiagnostics(n)}
 	}
 	return nil
+}
+
+// detached returns a context for work that must run although ctx ended
+// (recording what failed), bounded by d.
+func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
 // kubeletDiagnostics is what a failed kubeadm step needs shown: the

@@ -9,21 +9,30 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // Label keys on every container, network and volume kindtest creates.
 // Listing, deleting and sweeping all go by these labels; there is no local
 // state file.
 const (
-	LabelCluster    = "dev.kindtest.cluster"
-	LabelSession    = "dev.kindtest.session"
-	LabelRole       = "dev.kindtest.role"
-	LabelNodeIndex  = "dev.kindtest.node-index"
-	LabelOwnerHost  = "dev.kindtest.owner.host"
-	LabelOwnerPID   = "dev.kindtest.owner.pid"
-	LabelOwnerStart = "dev.kindtest.owner.start"
-	LabelCreated    = "dev.kindtest.created"
-	LabelKeep       = "dev.kindtest.keep"
+	LabelCluster    = lifetime.LabelCluster
+	LabelSession    = lifetime.LabelSession
+	LabelRole       = lifetime.LabelRole
+	LabelNodeIndex  = lifetime.LabelNodeIndex
+	LabelOwnerHost  = lifetime.LabelOwnerHost
+	LabelOwnerPID   = lifetime.LabelOwnerPID
+	LabelOwnerStart = lifetime.LabelOwnerStart
+	LabelCreated    = lifetime.LabelCreated
+	// LabelKeep holds the cluster's keep policy (never, on-failure, always
+	// or reuse), or "kept" on the marker volume of a cluster kept after a
+	// failure. See KeepPolicy for when a cluster outlives its test.
+	LabelKeep = lifetime.LabelKeep
+	// LabelReuse holds the configuration hash of a reusable cluster.
+	LabelReuse = lifetime.LabelReuse
+	// LabelReaper marks reaper containers.
+	LabelReaper = lifetime.LabelReaper
 )
 
 // Node roles.
@@ -52,7 +61,10 @@ var (
 
 // Session returns this process's session id: KINDTEST_SESSION when set, else
 // a random id made once per process. Every resource the process creates is
-// labelled with it.
+// labelled with it. Set KINDTEST_SESSION to group the clusters of several
+// processes (a CI job's, say) under one label value for your own tooling;
+// ownership stays per process: each process has its own reaper, which
+// removes only the clusters that process registered with it.
 func Session() string {
 	initSession()
 	return sessionID
@@ -132,7 +144,7 @@ func nodeName(cluster string, i int) string {
 }
 
 // clusterLabels are the labels every resource of the cluster carries.
-func clusterLabels(cluster string, created time.Time, keep KeepPolicy) map[string]string {
+func clusterLabels(cluster string, created time.Time, keep string) map[string]string {
 	o := self()
 	return map[string]string{
 		LabelCluster:    cluster,
@@ -141,7 +153,7 @@ func clusterLabels(cluster string, created time.Time, keep KeepPolicy) map[strin
 		LabelOwnerPID:   strconv.Itoa(o.PID),
 		LabelOwnerStart: o.Start,
 		LabelCreated:    created.UTC().Format(time.RFC3339),
-		LabelKeep:       keep.String(),
+		LabelKeep:       keep,
 	}
 }
 

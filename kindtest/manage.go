@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // ClusterInfo describes a cluster found on the engine by its labels.
@@ -21,7 +22,13 @@ type ClusterInfo struct {
 	OwnerAlive bool
 	Created    time.Time
 	Nodes      int
-	Keep       string
+	// Keep is the keep policy the cluster was made with: never,
+	// on-failure, always or reuse.
+	Keep string
+	// Kept is true when the cluster outlives its owner, whatever the owner
+	// does: keep "always", or marked kept after a failure or, for a
+	// reusable cluster, once complete.
+	Kept bool
 }
 
 // List returns the clusters on the engine, oldest first.
@@ -42,8 +49,16 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		if ci == nil {
 			created, _ := time.Parse(time.RFC3339, l[LabelCreated])
 			owner := ownerFromLabels(l)
-			ci = &ClusterInfo{Name: name, Session: l[LabelSession], Owner: owner, OwnerAlive: ownerAlive(owner), Created: created, Keep: l[LabelKeep]}
+			ci = &ClusterInfo{Name: name, Session: l[LabelSession], Owner: owner, OwnerAlive: ownerAlive(owner), Created: created}
 			byName[name] = ci
+		}
+		if k := l[LabelKeep]; k != lifetime.Kept {
+			ci.Keep = k
+		}
+		// A cluster whose owner vanished outlives it exactly when the
+		// rule says so for any of its resources.
+		if lifetime.Outlives([]string{l[LabelKeep]}, lifetime.Vanished) {
+			ci.Kept = true
 		}
 		if isNode {
 			ci.Nodes++
@@ -89,6 +104,9 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 // DeleteCluster removes every resource labelled with the cluster's name. A
 // cluster that does not exist is an error, so that a typo is noticed.
 func DeleteCluster(ctx context.Context, name string) error {
+	if err := lifetime.CheckClusterName(name); err != nil {
+		return fmt.Errorf("delete cluster: %w", err)
+	}
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return err
@@ -111,7 +129,8 @@ type PruneScope int
 
 const (
 	// PruneOrphans removes clusters whose owning process is gone and that
-	// are not marked to be kept.
+	// do not outlive it (see KeepPolicy), and reaper containers that never
+	// started or have stopped, whose owner is gone.
 	PruneOrphans PruneScope = iota
 	// PruneAll removes every kindtest cluster on the engine.
 	PruneAll
@@ -135,8 +154,8 @@ func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, 
 	var names []string
 	var errs []error
 	for _, ci := range all {
-		// Kept and reusable clusters outlive their owner on purpose.
-		if scope == PruneOrphans && (ci.OwnerAlive || (ci.Keep != "" && ci.Keep != KeepNever.String())) {
+		// Kept clusters outlive their owner on purpose.
+		if scope == PruneOrphans && (ci.OwnerAlive || ci.Kept) {
 			continue
 		}
 		if err := removeCluster(ctx, dc, ci.Name); err != nil {
@@ -145,7 +164,29 @@ func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, 
 		}
 		names = append(names, ci.Name)
 	}
+	if err := pruneReapers(ctx, dc, scope); err != nil {
+		errs = append(errs, err)
+	}
 	return names, errors.Join(errs...)
+}
+
+// pruneReapers removes reaper containers that are not running (a process
+// killed between creating its reaper and starting it leaves one) and whose
+// owner is gone; with PruneAll, every reaper container not running. A
+// running reaper is left alone: it exits by itself once its work is done.
+func pruneReapers(ctx context.Context, dc *docker.Client, scope PruneScope) error {
+	rs, err := dc.ListContainers(ctx, map[string]string{LabelReaper: "true"})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, r := range rs {
+		if r.Running || (scope == PruneOrphans && ownerAlive(ownerFromLabels(r.Labels))) {
+			continue
+		}
+		errs = append(errs, dc.RemoveContainer(ctx, r.ID))
+	}
+	return errors.Join(errs...)
 }
 
 var sweepOnce sync.Once
@@ -168,8 +209,11 @@ func sweepOrphans(ctx context.Context, dc *docker.Client, log Logger) {
 // Attach returns a handle on an existing cluster, made by this process or
 // another one: for example the cluster that Ginkgo's first parallel process
 // created in SynchronizedBeforeSuite. Deleting an attached cluster removes
-// it for everyone.
+// it for everyone; Close releases the handle and leaves the cluster.
 func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) {
+	if err := lifetime.CheckClusterName(name); err != nil {
+		return nil, fmt.Errorf("kindtest: attach: %w", err)
+	}
 	cfg, dc, err := connect(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -184,6 +228,9 @@ func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) 
 
 // attach fills c from the cluster's containers and its control plane.
 func (c *Cluster) attach(ctx context.Context, name string) error {
+	if err := lifetime.CheckClusterName(name); err != nil {
+		return err
+	}
 	cs, err := c.docker.ListContainers(ctx, map[string]string{LabelCluster: name})
 	if err != nil {
 		return err

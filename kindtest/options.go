@@ -71,6 +71,9 @@ type config struct {
 	artifactsDir  string
 	reuse         bool
 	runtime       string // OCI runtime of the nodes; set only by tests
+	// initWrapper is put before `kubeadm init` in the init script; set
+	// only by tests, to make init fail.
+	initWrapper string
 }
 
 // Limits on user input. Each node is a full container with systemd, a

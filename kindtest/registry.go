@@ -4,23 +4,25 @@ import (
 	"context"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
-// The clusters this process has and has not yet deleted, so that an
-// interrupt or termination signal can remove them before the process ends.
+// The clusters this process has and has not yet deleted, for the test
+// binary's deadline and, where no reaper watches, for SIGINT and SIGTERM.
 var (
-	liveMu     sync.Mutex
-	live       = map[*Cluster]struct{}{}
-	signalOnce sync.Once
+	liveMu sync.Mutex
+	live   = map[*Cluster]struct{}{}
 )
 
 func register(c *Cluster) {
-	signalOnce.Do(watchSignals)
 	liveMu.Lock()
 	live[c] = struct{}{}
 	liveMu.Unlock()
@@ -32,27 +34,45 @@ func unregister(c *Cluster) {
 	liveMu.Unlock()
 }
 
-// watchSignals removes every live cluster on SIGINT or SIGTERM, then lets
-// the signal take its usual course. Go's own handling would end the
-// process at once and leave the clusters behind.
+var (
+	signalOnce sync.Once
+	// ginkgoDriven is set once a Ginkgo suite has called Start: Ginkgo
+	// handles SIGINT and SIGTERM itself and runs Start's cleanup
+	// (DeferCleanup) when interrupted.
+	ginkgoDriven atomic.Bool
+)
+
+// watchSignals is called only when a cluster has no reaper watching it.
+// It removes the process's clusters on SIGINT or SIGTERM, then lets the
+// signal have its default effect. A library must coexist with the rest of
+// the process, so it never calls signal.Reset (which would remove every
+// other handler) and never exits the process itself: once the clusters are
+// gone it stops relaying the signal and raises it again. Under Ginkgo it
+// does nothing: Ginkgo's interrupt handling runs Start's cleanup, and a
+// second signal would cut that short.
+//
+// With a reaper watching (the usual case) no handler is installed at all:
+// the signal ends the process as it would without kindtest, and the
+// reaper removes the clusters within seconds.
 func watchSignals() {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-ch
-		deleteAllLive(time.Minute)
-		signal.Stop(ch)
-		signal.Reset(sig)
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			_ = p.Signal(sig)
-		}
-		time.Sleep(time.Second) // the signal ends the process
-		os.Exit(2)
-	}()
+	if ginkgoDriven.Load() {
+		return
+	}
+	signalOnce.Do(func() {
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			sig := <-ch
+			endAllLive(lifetime.Interrupted, time.Minute)
+			signal.Stop(ch)
+			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+		}()
+	})
 }
 
-// deleteAllLive deletes every live cluster, in parallel, within timeout.
-func deleteAllLive(timeout time.Duration) {
+// endAllLive ends every live cluster in parallel within timeout, as
+// lifetime.Outlives says for the outcome: each is removed or kept.
+func endAllLive(o lifetime.Outcome, timeout time.Duration) {
 	liveMu.Lock()
 	cs := make([]*Cluster, 0, len(live))
 	for c := range live {
@@ -62,11 +82,32 @@ func deleteAllLive(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_ = concurrent.Each(len(cs), func(i int) error {
-		// A reusable cluster stays; its lock ends with the process.
-		if cs[i].cfg.keep == KeepAlways || (cs[i].cfg.reuse && cs[i].ready) {
-			return nil
+		c := cs[i]
+		if c.outlives(o) {
+			return c.keepFor(ctx, o)
 		}
-		cs[i].log.Printf("kindtest: %s: removing cluster before the process ends", cs[i].name)
-		return cs[i].remove(ctx)
+		c.log.Printf("kindtest: %s: removing cluster before the process ends (%s)", c.name, o)
+		return c.remove(ctx)
 	})
+}
+
+var deadlineOnce sync.Once
+
+// watchDeadline ends every live cluster shortly before the test binary's
+// -timeout deadline: at the deadline the testing package panics and the
+// process ends without running any cleanup. A test that hits the deadline
+// has failed, so KeepOnFailure keeps its cluster.
+func watchDeadline(d time.Time) {
+	deadlineOnce.Do(func() {
+		time.AfterFunc(time.Until(d.Add(-cleanupMargin/2)), func() {
+			endAllLive(lifetime.Failed, cleanupMargin/2)
+		})
+	})
+}
+
+// panicking reports whether the calling goroutine is unwinding a panic.
+// A test's cleanup runs during the panic, when t.Failed() is still false
+// (golang/go#49929); the panic's frames on the stack tell it instead.
+func panicking() bool {
+	return strings.Contains(string(debug.Stack()), "\npanic(")
 }

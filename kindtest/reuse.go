@@ -13,13 +13,6 @@ import (
 	"time"
 )
 
-// LabelReuse holds the configuration hash of a reusable cluster.
-const LabelReuse = "dev.kindtest.reuse"
-
-// keepReuse is the keep label of reusable clusters: the reaper and the
-// orphan sweep leave them alone.
-const keepReuse = "reuse"
-
 // completeMarker is written on the control plane once a cluster is ready;
 // a reusable cluster without it was left half-made.
 const completeMarker = "/etc/kindtest/complete"
@@ -68,11 +61,17 @@ func (c *Cluster) setup(ctx context.Context) error {
 		if err != nil || ok {
 			return err
 		}
-		lock, _, err := reuseLock(c.name)
+		lock, ok, err := reuseLock(c.name)
 		if err != nil {
 			return fmt.Errorf("cluster %s: reuse lock: %w", c.name, err)
 		}
+		if !ok {
+			// The name is new and random: another holder means a bug.
+			return fmt.Errorf("cluster %s: reuse lock %s is held by another process", c.name, reuseLockPath(c.name))
+		}
+		c.mu.Lock()
 		c.reuseLock = lock
+		c.mu.Unlock()
 	}
 	if err := c.create(ctx); err != nil {
 		return err
@@ -81,8 +80,14 @@ func (c *Cluster) setup(ctx context.Context) error {
 		if _, err := c.ControlPlane().sh(ctx, "mkdir -p /etc/kindtest && touch "+completeMarker); err != nil {
 			return err
 		}
+		// Complete: from now on it outlives this process.
+		if err := c.markKept(ctx); err != nil {
+			return err
+		}
 	}
+	c.mu.Lock()
 	c.ready = true
+	c.mu.Unlock()
 	return nil
 }
 
@@ -133,8 +138,11 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
 		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
 		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
+		c.mu.Lock()
 		c.reuseLock = lock
 		c.ready = true
+		c.marked = true // its creator marked it kept when it was complete
+		c.mu.Unlock()
 		register(c)
 		c.log.Printf("kindtest: reusing cluster %s (attached in %v)", c.name, time.Since(start).Round(time.Millisecond))
 		return true, nil
@@ -188,14 +196,17 @@ func (c *Cluster) cleanNamespaces(ctx context.Context) error {
 }
 
 // release ends a run's use of a reusable cluster: its objects are cleaned
-// up and the lock is dropped, the cluster stays.
+// up, within the delete timeout, and the handle is closed, which drops the
+// lock; the cluster stays.
 func (c *Cluster) release(ctx context.Context) error {
 	unregister(c)
-	err := c.cleanNamespaces(ctx)
-	if c.reuseLock != nil {
-		c.reuseLock.Close()
-		c.reuseLock = nil
+	c.unwatch()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.deleteTimeout)
+		defer cancel()
 	}
+	err := c.cleanNamespaces(ctx)
 	c.log.Printf("kindtest: %s: kept for reuse (KINDTEST_REUSE); remove it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s`", c.name, c.name)
-	return err
+	return errors.Join(err, c.Close())
 }

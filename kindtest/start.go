@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
-	"sync"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // TB is the part of testing.TB that Start needs. *testing.T, *testing.B
@@ -32,11 +33,16 @@ const cleanupMargin = 30 * time.Second
 // when the CI environment variable is set, where that is a failure.
 func Start(t TB, opts ...Option) *Cluster {
 	t.Helper()
+	if isGinkgo(t) {
+		ginkgoDriven.Store(true)
+	}
 	opts = append([]Option{WithLogger(LoggerFunc(t.Logf))}, opts...)
 	ctx := context.Background()
+	var testDeadline time.Time
 	if d, ok := deadline(t); ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, d.Add(-cleanupMargin))
+		testDeadline = d.Add(-cleanupMargin)
+		ctx, cancel = context.WithDeadline(ctx, testDeadline)
 		defer cancel()
 		watchDeadline(d)
 	}
@@ -47,6 +53,7 @@ func Start(t TB, opts ...Option) *Cluster {
 		}
 		t.Fatalf("%v", err)
 	}
+	c.testDeadline = testDeadline
 	t.Cleanup(func() { c.finish(t) })
 	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {
@@ -59,44 +66,56 @@ func Start(t TB, opts ...Option) *Cluster {
 }
 
 // finish ends a cluster made by Start: logs are exported when the test
-// failed, and the cluster is removed unless the keep policy says otherwise.
+// failed or panicked, and the cluster is removed or kept as the lifetime
+// rule says (see KeepPolicy). Every step is bounded.
 func (c *Cluster) finish(t TB) {
-	failed := t.Failed()
-	if failed {
-		if dir, err := c.ExportLogs(context.Background(), c.cfg.artifactsDir); err != nil {
+	outcome := lifetime.Passed
+	if t.Failed() || panicking() {
+		outcome = lifetime.Failed
+	}
+	if outcome == lifetime.Failed {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if dir, err := c.ExportLogs(ctx, c.cfg.artifactsDir); err != nil {
 			t.Logf("kindtest: %s: exporting logs: %v", c.name, err)
 		} else {
 			t.Logf("kindtest: %s: logs exported to %s", c.name, dir)
 		}
+		cancel()
 	}
-	if c.cfg.reuse && c.ready {
-		if err := c.release(context.Background()); err != nil {
+	c.mu.Lock()
+	release := c.cfg.reuse && c.ready
+	c.mu.Unlock()
+	if release {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
+		defer cancel()
+		if err := c.Delete(ctx); err != nil {
 			t.Logf("kindtest: %s: %v", c.name, err)
 		}
 		return
 	}
-	if c.cfg.keep == KeepAlways || (failed && c.cfg.keep == KeepOnFailure) {
-		unregister(c)
-		t.Logf("kindtest: keeping cluster %s (keep policy %s): %s", c.name, c.cfg.keep, c.inspectHint())
+	if c.outlives(outcome) {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
+		defer cancel()
+		if err := c.keepFor(ctx, outcome); err != nil {
+			t.Logf("kindtest: %s: %v", c.name, err)
+		}
 		return
 	}
-	if err := c.remove(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
+	defer cancel()
+	if err := c.remove(ctx); err != nil {
 		t.Logf("kindtest: %s: delete: %v", c.name, err)
 		t.Fatalf("kindtest: cluster %s was not fully removed: %v", c.name, err)
 	}
 }
 
-var deadlineOnce sync.Once
-
-// watchDeadline removes every live cluster shortly before the test binary's
-// -timeout deadline: at the deadline the testing package panics and the
-// process ends without running any cleanup.
-func watchDeadline(d time.Time) {
-	deadlineOnce.Do(func() {
-		time.AfterFunc(time.Until(d.Add(-cleanupMargin/2)), func() {
-			deleteAllLive(cleanupMargin / 2)
-		})
+// isGinkgo reports whether t is Ginkgo's GinkgoT().
+func isGinkgo(t TB) bool {
+	_, ok := t.(interface {
+		ParallelProcess() int
+		AttachProgressReporter(func() string) func()
 	})
+	return ok
 }
 
 // deadline returns the test's deadline where t can tell it (*testing.T

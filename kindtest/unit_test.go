@@ -37,7 +37,7 @@ func TestClusterNames(t *testing.T) {
 
 func TestLabels(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure), RoleWorker, 2)
+	l := nodeLabels(clusterLabels("kt-1", now, KeepOnFailure.String()), RoleWorker, 2)
 	want := map[string]string{
 		LabelCluster: "kt-1", LabelSession: Session(), LabelRole: RoleWorker, LabelNodeIndex: "2",
 		LabelOwnerPID: strconv.Itoa(os.Getpid()), LabelCreated: "2026-11-29T12:00:00Z", LabelKeep: "on-failure",
@@ -134,28 +134,28 @@ func TestKubeconfigRewrite(t *testing.T) {
 
 func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
-	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true)
+	single := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", true, 25*time.Minute)
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
-		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1"} {
+		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
 	}
-	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false); strings.Contains(multi, "taints") {
+	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
-	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef")
-	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3"} {
+	join := kubeadmJoinConfig(cp, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute)
+	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", "value: 172.18.0.3", "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {
 			t.Errorf("join config lacks %q", s)
 		}
 	}
 	// The cgroup v1 exception goes to v1 hosts only.
 	v2 := &Node{name: "c-control-plane", ip: "172.18.0.2", cgroupV2: true}
-	if cfg := kubeadmInitConfig("c", KubernetesVersion, v2, "abcdef.0123456789abcdef", true); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
+	if cfg := kubeadmInitConfig("c", KubernetesVersion, v2, "abcdef.0123456789abcdef", true, time.Minute); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
 		t.Errorf("cgroup v2 init config: want the systemd driver and no failCgroupV1:\n%s", cfg)
 	}
-	if cfg := kubeadmJoinConfig(v2, &Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef"); strings.Contains(cfg, "failCgroupV1") {
+	if cfg := kubeadmJoinConfig(v2, &Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute); strings.Contains(cfg, "failCgroupV1") {
 		t.Errorf("cgroup v2 join config has failCgroupV1:\n%s", cfg)
 	}
 	if !strings.Contains(join, "failCgroupV1: false") {

@@ -186,6 +186,7 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	path, err := c.ExportLogs(ctx, *dir)
 	if path != "" {
 		fmt.Fprintf(out, "logs of %s in %s\n", fs.Arg(0), path)
@@ -195,10 +196,9 @@ func logs(ctx context.Context, args []string, out io.Writer) error {
 
 func runReaper(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
-	session := fs.String("session", "", "session whose clusters to remove")
+	session := fs.String("session", "", "session label of the clusters clients may register")
 	listen := fs.String("listen", ":7770", "address to accept clients on")
-	grace := fs.Duration("grace", 2*time.Second, "how long without clients before removing")
-	first := fs.Duration("first-client", time.Minute, "how long to wait for the first client")
+	first := fs.Duration("first-client", 20*time.Second, "how long to wait for the first client before exiting, having removed nothing")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -212,7 +212,7 @@ func runReaper(ctx context.Context, args []string) error {
 		return err
 	}
 	return reaper.Serve(ctx, dc, ln, reaper.Config{
-		Session: *session, Grace: *grace, FirstClient: *first,
+		Session: *session, FirstClient: *first,
 		Logf: log.New(os.Stderr, "", log.LstdFlags).Printf,
 	})
 }

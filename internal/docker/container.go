@@ -31,7 +31,9 @@ type ContainerSpec struct {
 	// run systemd, containerd and the kubelet.
 	Privileged bool
 	Tmpfs      map[string]string
-	// Volumes maps a named volume to the path it is mounted at.
+	// Volumes maps a named volume to the path it is mounted at. Should the
+	// engine have to create one (it was removed, or never made), it carries
+	// the container's labels, so that label-based cleanup still finds it.
 	Volumes map[string]string
 	// Binds are host paths, "src:dst[:ro]".
 	Binds []string
@@ -101,7 +103,10 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		host.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"}
 	}
 	for name, target := range spec.Volumes {
-		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeVolume, Source: name, Target: target})
+		host.Mounts = append(host.Mounts, mount.Mount{
+			Type: mount.TypeVolume, Source: name, Target: target,
+			VolumeOptions: &mount.VolumeOptions{Labels: spec.Labels},
+		})
 	}
 	for _, p := range spec.Ports {
 		port := nat.Port(strconv.Itoa(p.ContainerPort) + "/tcp")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -12,7 +13,9 @@ import (
 )
 
 // ExecOptions are the streams and environment of an exec. Nil writers
-// discard; a nil Stdin attaches no standard input.
+// discard; a nil Stdin attaches no standard input. Exec returns only once
+// it has stopped using the streams; like os/exec, it waits for a Read of
+// Stdin in progress to return.
 type ExecOptions struct {
 	Stdin  io.Reader
 	Stdout io.Writer
@@ -43,10 +46,19 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, opts ExecOpt
 	if err != nil {
 		return -1, fmt.Errorf("attach to exec in container %s: %w", id, err)
 	}
-	defer attached.Close()
+	// Exec returns only once neither goroutine below touches the caller's
+	// reader or writers any more, as os/exec's Wait does: on cancellation
+	// the connection is closed, which ends both.
+	var wg sync.WaitGroup
+	defer func() {
+		attached.Close()
+		wg.Wait()
+	}()
 
 	if opts.Stdin != nil {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			// A failed write means the command stopped reading; its exit code
 			// tells the rest.
 			_, _ = io.Copy(attached.Conn, opts.Stdin)
@@ -61,7 +73,9 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, opts ExecOpt
 		stderr = io.Discard
 	}
 	copied := make(chan error, 1)
+	wg.Add(1)
 	go func() {
+		defer wg.Done()
 		_, err := stdcopy.StdCopy(stdout, stderr, attached.Reader)
 		copied <- err
 	}()

@@ -5,69 +5,212 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/enginetest"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
-func TestServeReapsWhenClientsAreGone(t *testing.T) {
-	ctx := context.Background()
-	dc := enginetest.Client(t)
+// fixture is a reaper under test with a real engine, and cheap stand-ins
+// for clusters: one labelled network each.
+type fixture struct {
+	t       *testing.T
+	dc      *docker.Client
+	session string
+	ln      net.Listener
+	done    chan error
+}
 
-	session := fmt.Sprintf("reapertest%d", time.Now().UnixNano()%1e9)
-	mk := func(cluster, keep string) {
-		labels := map[string]string{labelSession: session, labelCluster: cluster, labelKeep: keep}
-		if _, err := dc.CreateNetwork(ctx, cluster, labels); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = dc.RemoveLabelled(context.Background(), map[string]string{labelCluster: cluster}) })
-	}
-	mk(session+"-gone", "never")
-	mk(session+"-kept", "always")
-
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	f := &fixture{t: t, dc: enginetest.Client(t), session: fmt.Sprintf("rt%d", time.Now().UnixNano()%1e9), done: make(chan error, 1)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- Serve(ctx, dc, ln, Config{Session: session, Grace: 200 * time.Millisecond, FirstClient: time.Minute, Logf: t.Logf})
-	}()
+	f.ln = ln
+	cfg.Session = f.session
+	cfg.Logf = t.Logf
+	go func() { f.done <- Serve(context.Background(), f.dc, ln, cfg) }()
+	return f
+}
 
-	// Two clients; the reaper must wait for both to go.
-	var conns []net.Conn
-	for range 2 {
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		line, err := bufio.NewReader(conn).ReadString('\n')
-		if err != nil || line != Ready {
-			t.Fatalf("greeting %q, %v", line, err)
-		}
-		conns = append(conns, conn)
+// cluster makes a stand-in cluster (a network) labelled with session and
+// keep, removed at the end of the test whatever happens.
+func (f *fixture) cluster(name, session, keep string) string {
+	f.t.Helper()
+	labels := map[string]string{lifetime.LabelSession: session, lifetime.LabelCluster: name, lifetime.LabelKeep: keep}
+	if _, err := f.dc.CreateNetwork(context.Background(), name, labels); err != nil {
+		f.t.Fatal(err)
 	}
-	conns[0].Close()
-	select {
-	case err := <-done:
-		t.Fatalf("reaper acted with a client still connected: %v", err)
-	case <-time.After(time.Second):
+	f.t.Cleanup(func() {
+		_ = f.dc.RemoveLabelled(context.Background(), map[string]string{lifetime.LabelCluster: name})
+	})
+	return name
+}
+
+func (f *fixture) exists(name string) bool {
+	f.t.Helper()
+	ns, err := f.dc.ListNetworks(context.Background(), map[string]string{lifetime.LabelCluster: name})
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	conns[1].Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("reaper did not act after its last client left")
+	return len(ns) > 0
+}
+
+// client connects and checks the greeting.
+func (f *fixture) client() (net.Conn, *bufio.Reader) {
+	f.t.Helper()
+	conn, err := net.Dial("tcp", f.ln.Addr().String())
+	if err != nil {
+		f.t.Fatal(err)
 	}
-	nets, err := dc.ListNetworks(ctx, map[string]string{labelSession: session})
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil || line != Greeting+"\n" {
+		f.t.Fatalf("greeting %q, %v", line, err)
+	}
+	return conn, r
+}
+
+func request(t *testing.T, conn net.Conn, r *bufio.Reader, line string) string {
+	t.Helper()
+	if _, err := fmt.Fprintf(conn, "%s\n", line); err != nil {
+		t.Fatal(err)
+	}
+	reply, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nets) != 1 || nets[0].Name != session+"-kept" {
-		t.Errorf("networks left: %v, want only the kept one", nets)
+	return strings.TrimSpace(reply)
+}
+
+func (f *fixture) wait(within time.Duration) {
+	f.t.Helper()
+	select {
+	case err := <-f.done:
+		if err != nil {
+			f.t.Fatal(err)
+		}
+	case <-time.After(within):
+		f.t.Fatalf("reaper still running after %v", within)
+	}
+}
+
+func TestReaperRemovesOnlyWhatItsClientRegistered(t *testing.T) {
+	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{500 * time.Millisecond}})
+	s := f.session
+	gone := f.cluster(s+"-gone", s, lifetime.KeepNever)
+	onFailure := f.cluster(s+"-onfail", s, lifetime.KeepOnFailure)
+	always := f.cluster(s+"-always", s, lifetime.KeepAlways)
+	unregistered := f.cluster(s+"-unreg", s, lifetime.KeepNever)
+	forgotten := f.cluster(s+"-forgot", s, lifetime.KeepNever)
+	otherSession := f.cluster(s+"-other", s+"x", lifetime.KeepNever)
+	marked := f.cluster(s+"-marked", s, lifetime.KeepOnFailure)
+	// A kept cluster's marker volume.
+	markerLabels := map[string]string{lifetime.LabelSession: s, lifetime.LabelCluster: marked, lifetime.LabelKeep: lifetime.Kept}
+	if err := f.dc.CreateVolume(context.Background(), lifetime.MarkerVolume(marked), markerLabels); err != nil {
+		t.Fatal(err)
+	}
+
+	conn, r := f.client()
+	for _, name := range []string{gone, onFailure, always, forgotten, otherSession, marked} {
+		if reply := request(t, conn, r, "register "+name); reply != "ok" {
+			t.Fatalf("register %s: %q", name, reply)
+		}
+	}
+	if reply := request(t, conn, r, "forget "+forgotten); reply != "ok" {
+		t.Fatalf("forget: %q", reply)
+	}
+	conn.Close()
+	f.wait(30 * time.Second)
+
+	for name, want := range map[string]bool{
+		gone: false, onFailure: false, always: true, unregistered: true,
+		forgotten: true, otherSession: true, marked: true,
+	} {
+		if got := f.exists(name); got != want {
+			t.Errorf("cluster %s exists=%t, want %t", name, got, want)
+		}
+	}
+}
+
+func TestReaperWithoutClientRemovesNothing(t *testing.T) {
+	f := newFixture(t, Config{FirstClient: 300 * time.Millisecond})
+	c := f.cluster(f.session+"-a", f.session, lifetime.KeepNever)
+	f.wait(10 * time.Second)
+	if !f.exists(c) {
+		t.Error("a reaper that never had a client removed a cluster")
+	}
+}
+
+func TestReaperSweepsAgainForLateCreations(t *testing.T) {
+	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{1500 * time.Millisecond}})
+	name := f.session + "-late"
+	conn, r := f.client()
+	if reply := request(t, conn, r, "register "+name); reply != "ok" {
+		t.Fatalf("register: %q", reply)
+	}
+	conn.Close()
+	// The engine finishes a creation its dead client asked for.
+	time.Sleep(500 * time.Millisecond)
+	f.cluster(name, f.session, lifetime.KeepNever)
+	f.wait(30 * time.Second)
+	if f.exists(name) {
+		t.Error("a cluster created after its client was gone survived the settle sweep")
+	}
+}
+
+func TestReaperClientsAreIndependent(t *testing.T) {
+	f := newFixture(t, Config{FirstClient: time.Minute, Settle: []time.Duration{}})
+	a := f.cluster(f.session+"-a", f.session, lifetime.KeepNever)
+	b := f.cluster(f.session+"-b", f.session, lifetime.KeepNever)
+	ca, ra := f.client()
+	cb, rb := f.client()
+	request(t, ca, ra, "register "+a)
+	request(t, cb, rb, "register "+b)
+	ca.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for f.exists(a) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if f.exists(a) {
+		t.Fatal("client a's cluster was not removed after it left")
+	}
+	if !f.exists(b) {
+		t.Fatal("client b's cluster was removed while b was still connected")
+	}
+	select {
+	case <-f.done:
+		t.Fatal("reaper exited with a client still connected")
+	default:
+	}
+	cb.Close()
+	f.wait(30 * time.Second)
+	if f.exists(b) {
+		t.Error("client b's cluster survived b")
+	}
+}
+
+func TestReaperRefusesBadRequests(t *testing.T) {
+	f := newFixture(t, Config{FirstClient: time.Minute})
+	conn, r := f.client()
+	defer conn.Close()
+	for _, line := range []string{"register ", "register  ", "register Not_A_Cluster", "forget", "explode " + f.session} {
+		if reply := request(t, conn, r, line); !strings.HasPrefix(reply, "error ") {
+			t.Errorf("%q answered %q, want an error", line, reply)
+		}
+	}
+}
+
+func TestReapRefusesEmptySelectors(t *testing.T) {
+	dc := enginetest.Client(t)
+	for _, tc := range [][2]string{{"", "s"}, {" ", "s"}, {"kt-abc", ""}} {
+		if err := Reap(context.Background(), dc, tc[1], tc[0], t.Logf); err == nil {
+			t.Errorf("Reap(session %q, cluster %q) accepted", tc[1], tc[0])
+		}
 	}
 }
