@@ -41,6 +41,10 @@ var guestLinks = map[string]string{
 // answers: the end of the boot phase.
 const readyMarker = "v2guest: docker ready"
 
+// finishedMarker is the guest script's last line, printed once its results
+// are in the share and synced to disk.
+const finishedMarker = "v2guest: finished"
+
 // guestScript runs inside the guest, from the share; share/env sets MODE
 // (prepare: load the images, tag ECHO_IMAGE as SUITE_ECHO_IMAGE; test: run
 // the suite), and for tests RUN_PRIVATE,
@@ -143,4 +147,6 @@ test)
   exit 1
   ;;
 esac
+sync
+say "finished"
 `

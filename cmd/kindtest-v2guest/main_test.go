@@ -200,6 +200,19 @@ func TestBootLimits(t *testing.T) {
 		}
 		gone(t, pid)
 	})
+	t.Run("finished but no power-off", func(t *testing.T) {
+		defer func(g time.Duration) { finishGrace = g }(finishGrace)
+		finishGrace = 200 * time.Millisecond
+		pid := fakeQemu(t, "echo '"+readyMarker+"'; echo '"+finishedMarker+"'; exec sleep 60")
+		began := time.Now()
+		if _, err := v.boot(context.Background(), 5*time.Second, 10*time.Second, &console, &out); err != nil {
+			t.Errorf("finished guest: %v", err)
+		}
+		if time.Since(began) > 5*time.Second {
+			t.Errorf("took %v to stop a finished guest", time.Since(began))
+		}
+		gone(t, pid)
+	})
 	t.Run("boot limit", func(t *testing.T) {
 		pid := fakeQemu(t, "echo stuck in the kernel; exec sleep 60")
 		began := time.Now()

@@ -37,6 +37,9 @@ func (v vm) qemuArgs() []string {
 	}
 }
 
+// finishGrace is how long the guest gets to power off after its last line.
+var finishGrace = 60 * time.Second
+
 // errBootTimeout and errRunTimeout say which limit the guest ran into.
 var (
 	errBootTimeout = errors.New("Docker did not answer in the guest within the boot time limit")
@@ -63,7 +66,8 @@ func (v vm) boot(ctx context.Context, bootLimit, runLimit time.Duration, console
 
 	ring := newTail(60)
 	ready := make(chan struct{})
-	var readyOnce sync.Once
+	var readyOnce, finishedOnce sync.Once
+	finished := make(chan struct{})
 	scanned := make(chan struct{})
 	go func() {
 		defer close(scanned)
@@ -77,6 +81,9 @@ func (v vm) boot(ctx context.Context, bootLimit, runLimit time.Duration, console
 			if strings.Contains(line, readyMarker) {
 				readyOnce.Do(func() { close(ready) })
 			}
+			if strings.Contains(line, finishedMarker) {
+				finishedOnce.Do(func() { close(finished) })
+			}
 		}
 		io.Copy(io.Discard, pr)
 	}()
@@ -85,6 +92,8 @@ func (v vm) boot(ctx context.Context, bootLimit, runLimit time.Duration, console
 	defer bootTimer.Stop()
 	runTimer := time.NewTimer(runLimit)
 	defer runTimer.Stop()
+	var shutdown <-chan time.Time
+	asked := false // to quit, once the guest finished
 	kill := func(why error) error {
 		cmd.Process.Kill()
 		<-exited
@@ -95,13 +104,23 @@ func (v vm) boot(ctx context.Context, bootLimit, runLimit time.Duration, console
 		select {
 		case werr := <-exited:
 			<-scanned
-			if werr != nil {
+			if werr != nil && !asked {
 				return ring.lines(), fmt.Errorf("qemu: %w", werr)
 			}
 			return ring.lines(), nil
 		case <-ready:
 			bootTimer.Stop()
 			ready = nil
+		case <-finished:
+			// The results are written and synced. Seen here: the guest
+			// sometimes never completes its power-off; qemu, asked to
+			// quit, closes its disks cleanly.
+			finished = nil
+			shutdown = time.After(finishGrace)
+		case <-shutdown:
+			shutdown = nil
+			asked = true
+			cmd.Process.Signal(syscall.SIGTERM)
 		case <-bootTimer.C:
 			return ring.lines(), kill(fmt.Errorf("%w (%v)", errBootTimeout, bootLimit))
 		case <-runTimer.C:
