@@ -70,7 +70,7 @@ func (c *Cluster) create(ctx context.Context) error {
 		// cleanup that should have removed its result.
 		return concurrent.Each(2, func(i int) error {
 			if i == 0 {
-				sctx, cancel := settled(ctx)
+				sctx, cancel := c.settled(ctx)
 				defer cancel()
 				_, err := c.docker.CreateNetwork(sctx, c.name, c.labels)
 				return err
@@ -112,11 +112,12 @@ func (c *Cluster) create(ctx context.Context) error {
 	return nil
 }
 
-// settled returns a context for one request that creates an engine
-// object: not cancelled with ctx, so that the request is never abandoned
-// half-way, but bounded.
-func settled(ctx context.Context) (context.Context, context.CancelFunc) {
-	return detached(ctx, time.Minute)
+// settled returns a context for requests that create engine objects: not
+// cancelled with ctx, so that a request is never abandoned half-way, but
+// bounded by the create timeout (a fixed minute was too short on a slow
+// engine: under emulation one container start took longer).
+func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return detached(ctx, c.cfg.createTimeout)
 }
 
 // wrapCtx makes a failure caused by a deadline or a cancelled context say
@@ -142,7 +143,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	varVolume := n.name + "-var"
 	// Creation requests run to their end whatever happens to ctx (see
 	// settled); ctx is checked between them.
-	sctx, cancel := settled(ctx)
+	sctx, cancel := c.settled(ctx)
 	defer cancel()
 	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
 		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
