@@ -52,6 +52,7 @@ type options struct {
 	memory     int
 	cpus       int
 	keep       bool
+	prepared   string
 }
 
 func main() {
@@ -65,6 +66,7 @@ func main() {
 	flag.DurationVar(&o.create, "create-timeout", 30*time.Minute, "WithCreateTimeout of the suite's clusters")
 	flag.IntVar(&o.memory, "memory", 8192, "guest memory, MiB")
 	flag.IntVar(&o.cpus, "cpus", 2, "guest CPUs")
+	flag.StringVar(&o.prepared, "prepared", "", "use this cached disk layer with the images loaded (a prepared-*.qcow2) whatever the host's engine holds now")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's share directory (test logs, artifacts) even when it passes")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -193,6 +195,14 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 
 	var prepared string
 	if err := tm.phase(out, "prepared disk (images)", func() (err error) {
+		if o.prepared != "" {
+			if !fileExists(o.prepared) {
+				return fmt.Errorf("-prepared %s: no such file", o.prepared)
+			}
+			logf(out, "using %s as the disk with the images loaded", o.prepared)
+			prepared = o.prepared
+			return nil
+		}
 		prepared, err = ensurePrepared(ctx, o, dc, base, refs, ids, &tm, out)
 		return err
 	}); err != nil {
