@@ -63,15 +63,26 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, err)
 	}
 	if err := c.phase("network", func() error {
-		// Engine objects are created on a context that is not cancelled
-		// mid-request: an abandoned request is still carried out by the
-		// engine, after the cleanup that should have removed its result.
-		sctx, cancel := settled(ctx)
-		defer cancel()
-		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+		// What the nodes' cgroups look like decides how they are created;
+		// the engine says while the network is being made. Engine objects
+		// are created on a context that is not cancelled mid-request: an
+		// abandoned request is still carried out by the engine, after the
+		// cleanup that should have removed its result.
+		return concurrent.Each(2, func(i int) error {
+			if i == 0 {
+				sctx, cancel := c.settled(ctx)
+				defer cancel()
+				if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+					return err
+				}
+				return c.place.joinNetwork(sctx, c.docker, c.name)
+			}
+			info, err := c.docker.Info(ctx)
+			for _, n := range c.nodes {
+				n.cgroupV2 = info.CgroupVersion == "2"
+			}
 			return err
-		}
-		return c.place.joinNetwork(sctx, c.docker, c.name)
+		})
 	}); err != nil {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
@@ -103,11 +114,12 @@ func (c *Cluster) create(ctx context.Context) error {
 	return nil
 }
 
-// settled returns a context for one request that creates an engine
-// object: not cancelled with ctx, so that the request is never abandoned
-// half-way, but bounded.
-func settled(ctx context.Context) (context.Context, context.CancelFunc) {
-	return detached(ctx, time.Minute)
+// settled returns a context for requests that create engine objects: not
+// cancelled with ctx, so that a request is never abandoned half-way, but
+// bounded by the create timeout (a fixed minute was too short on a slow
+// engine: under emulation one container start took longer).
+func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return detached(ctx, c.cfg.createTimeout)
 }
 
 // wrapCtx makes a failure caused by a deadline or a cancelled context say
@@ -135,7 +147,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	varVolume := n.name + "-var"
 	// Creation requests run to their end whatever happens to ctx (see
 	// settled); ctx is checked between them.
-	sctx, cancel := settled(ctx)
+	sctx, cancel := c.settled(ctx)
 	defer cancel()
 	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
 		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
@@ -160,6 +172,13 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	if n.role == RoleControlPlane {
 		spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
+	}
+	if n.cgroupV2 {
+		// The node's own cgroup becomes the root of what it sees, whatever
+		// the engine's default (dockerd --default-cgroupns-mode=host too):
+		// systemd in the node manages that tree and nothing of the host's.
+		// Engines on cgroup v2 hosts (20.10 and later) all support it.
+		spec.CgroupnsMode = "private"
 	}
 	id, err := c.docker.CreateContainer(sctx, spec)
 	if err != nil {
@@ -200,11 +219,24 @@ const provisionScript = `set -eu
 mount -o remount,ro /sys
 
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-  # cgroup v2: move everything out of the root so that controllers can be
-  # delegated below it, then enable them all.
+  # cgroup v2, in a cgroup namespace of the node's own: its cgroup is the
+  # root here. A cgroup with processes cannot hand controllers down, so
+  # move every process (the entrypoint, this shell) into init.scope, where
+  # systemd expects to find itself, then enable every controller for the
+  # children: the kubelet and containerd (systemd driver) need them all.
+  if [ "$(cat /proc/self/cgroup)" != "0::/" ]; then
+    echo "the node is not in a cgroup namespace of its own (/proc/self/cgroup: $(cat /proc/self/cgroup)); the engine must support --cgroupns=private" >&2
+    exit 1
+  fi
   mkdir -p /sys/fs/cgroup/init.scope
-  for p in $(cat /sys/fs/cgroup/cgroup.procs); do echo "$p" > /sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true; done
-  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true; done
+  for p in $(cat /sys/fs/cgroup/cgroup.procs); do
+    # A process may exit in between.
+    echo "$p" > /sys/fs/cgroup/init.scope/cgroup.procs 2>/dev/null || true
+  done
+  sed -e 's/^/+/' -e 's/ / +/g' /sys/fs/cgroup/cgroup.controllers > /sys/fs/cgroup/cgroup.subtree_control
+  for c in cpu memory pids; do
+    grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control || { echo "cgroup controller $c is not available to the node (the host delegates: $(cat /sys/fs/cgroup/cgroup.controllers))" >&2; exit 1; }
+  done
 else
   # cgroup v1: the node's cgroups are named /docker/<id>... in
   # /proc/self/cgroup but mounted at the root; bind each mount at that path

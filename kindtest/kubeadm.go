@@ -137,7 +137,7 @@ conntrack:
 iptables:
   minSyncPeriod: 1s
 `, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(), kubeadmTimeouts(timeout), sanLines(extraSANs))
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp), kubeadmTimeouts(timeout), sanLines(extraSANs))
 }
 
 func sanLines(sans []string) string {
@@ -240,7 +240,7 @@ nodeRegistration:
 %s
 %s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeadmTimeouts(timeout), kubeletConfig())
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeadmTimeouts(timeout), kubeletConfig(n))
 }
 
 func nodeRegistration(n *Node) string {
@@ -257,13 +257,19 @@ func nodeRegistration(n *Node) string {
 `, n.name, criSocket, n.ip, "kindtest.dev/node-index", fmt.Sprint(n.index)), "\n")
 }
 
-func kubeletConfig() string {
+// kubeletConfig is node n's kubelet configuration. The kubelet and
+// containerd both use systemd's cgroup driver, on cgroup v1 and v2 alike.
+func kubeletConfig(n *Node) string {
+	v1 := ""
+	if !n.cgroupV2 {
+		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
+		// runners) unless told otherwise; on v2 the default stands.
+		v1 = "failCgroupV1: false\n"
+	}
 	return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: systemd
-# Hosts with cgroup v1 (still common on CI runners) are allowed.
-failCgroupV1: false
-failSwapOn: false
+` + v1 + `failSwapOn: false
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard:

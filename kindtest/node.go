@@ -17,6 +17,8 @@ type Node struct {
 	index  int
 	ip     string
 	docker *docker.Client
+	// cgroupV2 says the engine runs the node on a cgroup v2 host.
+	cgroupV2 bool
 }
 
 // Name is the node's container name, host name and Kubernetes node name.

@@ -155,6 +155,17 @@ func TestKubeadmConfig(t *testing.T) {
 			t.Errorf("join config lacks %q", s)
 		}
 	}
+	// The cgroup v1 exception goes to v1 hosts only.
+	v2 := &Node{name: "c-control-plane", ip: "172.18.0.2", cgroupV2: true}
+	if cfg := kubeadmInitConfig("c", KubernetesVersion, v2, "abcdef.0123456789abcdef", true, time.Minute); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
+		t.Errorf("cgroup v2 init config: want the systemd driver and no failCgroupV1:\n%s", cfg)
+	}
+	if cfg := kubeadmJoinConfig(v2, &Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute); strings.Contains(cfg, "failCgroupV1") {
+		t.Errorf("cgroup v2 join config has failCgroupV1:\n%s", cfg)
+	}
+	if !strings.Contains(join, "failCgroupV1: false") {
+		t.Error("cgroup v1 join config lacks failCgroupV1: false")
+	}
 	if !strings.Contains(cniConfig(3), `"subnet": "10.244.3.0/24"`) {
 		t.Error("node 3's pod range")
 	}

@@ -154,7 +154,9 @@ func IsConflict(err error) bool { return cerrdefs.IsConflict(err) }
 
 // EngineInfo is what the library needs to know about the engine.
 type EngineInfo struct {
-	Version       string
+	Version string
+	// CgroupVersion is "1" or "2"; engines older than 20.10 leave it empty
+	// (they run on cgroup v1 only).
 	CgroupVersion string
 	CgroupDriver  string
 	OS            string

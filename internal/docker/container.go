@@ -47,6 +47,9 @@ type ContainerSpec struct {
 	AutoRemove bool
 	// Runtime is the OCI runtime to run it with; "" is the engine default.
 	Runtime string
+	// CgroupnsMode is "private" or "host"; "" is the engine default
+	// (dockerd --default-cgroupns-mode). Needs Engine API 1.41.
+	CgroupnsMode string
 }
 
 // PortBinding publishes ContainerPort/tcp on HostIP:HostPort; an empty
@@ -106,8 +109,9 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		AutoRemove:   spec.AutoRemove,
 		PortBindings: nat.PortMap{},
 		// The image's entrypoint must be PID 1 so that it can exec systemd.
-		Init:    new(bool),
-		Runtime: spec.Runtime,
+		Init:         new(bool),
+		Runtime:      spec.Runtime,
+		CgroupnsMode: container.CgroupnsMode(spec.CgroupnsMode),
 	}
 	if spec.Privileged {
 		host.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"}

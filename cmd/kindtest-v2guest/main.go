@@ -1,0 +1,234 @@
+// Command kindtest-v2guest runs kindtest's cgroup v2 suite
+// (kindtest/testdata/v2guest) inside a Debian bookworm guest booted under
+// qemu, for hosts that are not cgroup v2 themselves. Offline, from Debian
+// packages only:
+//
+//  1. builds the guest's root file system with mmdebstrap and a disk from
+//     it (cached under $XDG_CACHE_HOME/kindtest/v2guest, keyed by the recipe);
+//  2. boots it once to load the node, reaper and echo images into its
+//     Docker (cached too, keyed by the images' IDs);
+//  3. boots a throwaway copy of that disk with the compiled suite in a 9p
+//     share, prints the guest engine's cgroup facts, runs the suite, then
+//     runs it again with dockerd's default cgroup namespace mode set to
+//     host, and lists what the engine still holds;
+//  4. reports pass or fail with per-phase timings.
+//
+// qemu never outlives the tool: it is killed on a time limit, on Ctrl-C or
+// SIGTERM, and by the kernel when the tool itself dies.
+//
+//	go run ./cmd/kindtest-v2guest [flags]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// guestEchoImage is this tool's tag of the echo image, fixture.EchoImage in
+// the guest.
+const guestEchoImage = "kindtest/echo:v2guest"
+
+type options struct {
+	cache      string
+	image      string
+	runPrivate string
+	runHost    string
+	bootLimit  time.Duration
+	runLimit   time.Duration
+	create     time.Duration
+	memory     int
+	cpus       int
+	keep       bool
+	prepared   string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.cache, "cache", defaultCache(), "where the guest disks are cached")
+	flag.StringVar(&o.image, "image", kindtest.DefaultImage, "node image to test (from the host's engine)")
+	flag.StringVar(&o.runPrivate, "run", ".", "tests to run (go test -run) on the guest's engine as installed")
+	flag.StringVar(&o.runHost, "run-host-cgroupns", ".", "tests to run again with dockerd --default-cgroupns-mode=host (empty: skip)")
+	flag.DurationVar(&o.bootLimit, "boot-timeout", 20*time.Minute, "time for the guest to boot until Docker answers")
+	flag.DurationVar(&o.runLimit, "timeout", 4*time.Hour, "time limit of each boot of the guest, test runs included")
+	flag.DurationVar(&o.create, "create-timeout", 30*time.Minute, "WithCreateTimeout of the suite's clusters")
+	flag.IntVar(&o.memory, "memory", 8192, "guest memory, MiB")
+	flag.IntVar(&o.cpus, "cpus", 2, "guest CPUs")
+	flag.StringVar(&o.prepared, "prepared", "", "use this cached disk layer with the images loaded (a prepared-*.qcow2) whatever the host's engine holds now")
+	flag.BoolVar(&o.keep, "keep", false, "keep the run's share directory (test logs, artifacts) even when it passes")
+	flag.Parse()
+	if flag.NArg() != 0 {
+		fmt.Fprintf(os.Stderr, "kindtest-v2guest: unexpected arguments %q\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := runAll(ctx, o, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kindtest-v2guest: FAIL: %v\n", err)
+		os.Exit(1)
+	}
+	fmt.Println("kindtest-v2guest: PASS")
+}
+
+func defaultCache() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "kindtest", "v2guest")
+}
+
+// logf prints one line of the tool's own progress.
+func logf(out io.Writer, format string, args ...any) {
+	fmt.Fprintf(out, "v2guest: "+format+"\n", args...)
+}
+
+// timings collects the phases of the run, host side and guest side.
+type timings struct{ lines []string }
+
+func (t *timings) add(phase string, d time.Duration) {
+	t.lines = append(t.lines, fmt.Sprintf("%-28s %v", phase, d.Round(100*time.Millisecond)))
+}
+
+// phase runs fn and records how long it took.
+func (t *timings) phase(out io.Writer, name string, fn func() error) error {
+	began := time.Now()
+	logf(out, "phase %s", name)
+	err := fn()
+	t.add(name, time.Since(began))
+	logf(out, "phase %s done in %v", name, time.Since(began).Round(100*time.Millisecond))
+	return err
+}
+
+func runAll(ctx context.Context, o options, out io.Writer) error {
+	if err := checkTools(lookPath); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("must run as root: the guest's root file system keeps its files' owners only when unpacked by root")
+	}
+	if o.cpus < 1 || o.memory < 2048 {
+		return fmt.Errorf("-cpus %d -memory %d: want at least 1 CPU and 2048 MiB", o.cpus, o.memory)
+	}
+	if err := os.MkdirAll(o.cache, 0o755); err != nil {
+		return err
+	}
+	var tm timings
+	defer func() {
+		logf(out, "timings:")
+		for _, l := range tm.lines {
+			fmt.Fprintln(out, "  "+l)
+		}
+	}()
+
+	// The guest disk first: it needs no engine, and takes longest.
+	var base baseDisk
+	if err := tm.phase(out, "guest disk", func() (err error) {
+		base, err = ensureBase(ctx, o.cache, out)
+		return err
+	}); err != nil {
+		return err
+	}
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return fmt.Errorf("the node, reaper and echo images come from the host's engine: %w", err)
+	}
+	defer dc.Close()
+	refs := []string{o.image, kindtest.ReaperImage, guestEchoImage}
+	var ids []string
+	if err := tm.phase(out, "host images", func() error {
+		// Other test runs on this engine rebuild the echo image from their
+		// own checkouts: this run's copy gets a tag of its own, which the
+		// guest turns back into the one the suite uses.
+		echo, err := fixture.BuildEcho(ctx)
+		if err != nil {
+			return err
+		}
+		if err := dc.TagImage(ctx, echo, guestEchoImage); err != nil {
+			return err
+		}
+		for _, ref := range refs {
+			img, err := dc.InspectImage(ctx, ref)
+			if err != nil {
+				return fmt.Errorf("image %s: %w (build the node and reaper images with `go run ./cmd/kindtest build`)", ref, err)
+			}
+			ids = append(ids, ref+"="+img.ID)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+
+	var suite string
+	work, err := os.MkdirTemp(o.cache, "run-")
+	if err != nil {
+		return err
+	}
+	passed := false
+	defer func() {
+		if passed && !o.keep {
+			os.RemoveAll(work)
+		} else {
+			logf(out, "run directory kept: %s (console.log, share/)", work)
+		}
+	}()
+	if err := tm.phase(out, "compile suite", func() error {
+		suite = filepath.Join(work, "v2suite.test")
+		return compileSuite(ctx, suite)
+	}); err != nil {
+		return err
+	}
+
+	var prepared string
+	if err := tm.phase(out, "prepared disk (images)", func() (err error) {
+		if o.prepared != "" {
+			if !fileExists(o.prepared) {
+				return fmt.Errorf("-prepared %s: no such file", o.prepared)
+			}
+			logf(out, "using %s as the disk with the images loaded", o.prepared)
+			prepared = o.prepared
+			return nil
+		}
+		prepared, err = ensurePrepared(ctx, o, dc, base, refs, ids, &tm, out)
+		return err
+	}); err != nil {
+		return err
+	}
+
+	res, err := testRun(ctx, o, base, prepared, suite, work, &tm, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, res.report())
+	if err := res.verdict(); err != nil {
+		return err
+	}
+	passed = true
+	return nil
+}
+
+// compileSuite builds the cgroup v2 suite as a static test binary, from
+// the checkout this tool belongs to.
+func compileSuite(ctx context.Context, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./kindtest/testdata/v2guest")
+	cmd.Dir = filepath.Join(fixture.Dir(), "..")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("compile the suite in %s: %w\n%s", cmd.Dir, err, b)
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestRecipeKey(t *testing.T) {
+	r := guestRecipe
+	shuffled := recipe{Suite: r.Suite, Variant: r.Variant, Packages: append([]string{r.Packages[len(r.Packages)-1]}, r.Packages[:len(r.Packages)-1]...)}
+	if r.key() != shuffled.key() {
+		t.Error("the key depends on the order of the packages")
+	}
+	more := recipe{Suite: r.Suite, Variant: r.Variant, Packages: append([]string{"vim"}, r.Packages...)}
+	if r.key() == more.key() {
+		t.Error("another package, same key")
+	}
+	if baseKey(r) == r.key() || baseKey(r) == baseKey(more) {
+		t.Error("the base disk's key must follow the recipe and add the guest files")
+	}
+	args := strings.Join(r.mmdebstrapArgs("out.tar"), " ")
+	for _, want := range []string{"--variant=minbase", "apparmor,", "docker.io", "linux-image-amd64", "bookworm out.tar"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("mmdebstrap %s: lacks %q", args, want)
+		}
+	}
+	t.Logf("recipe key %s, base disk key %s", r.key(), baseKey(r))
+}
+
+func TestCheckTools(t *testing.T) {
+	all := func(string) (string, error) { return "/usr/bin/x", nil }
+	if err := checkTools(all); err != nil {
+		t.Fatal(err)
+	}
+	some := func(name string) (string, error) {
+		if name == "qemu-system-x86_64" || name == "qemu-img" || name == "mkfs.ext4" {
+			return "", exec.ErrNotFound
+		}
+		return "/usr/bin/" + name, nil
+	}
+	err := checkTools(some)
+	if err == nil {
+		t.Fatal("missing tools accepted")
+	}
+	for _, want := range []string{"qemu-system-x86_64, qemu-img, mkfs.ext4 not found", "apt-get install qemu-system-x86 qemu-utils e2fsprogs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
+
+func TestQemuArgs(t *testing.T) {
+	v := vm{Kernel: "/k", Initrd: "/i", Disk: "/d.qcow2", Share: "/s", MemoryMiB: 8192, CPUs: 2}
+	args := strings.Join(v.qemuArgs(), " ")
+	for _, want := range []string{"-accel tcg", "-smp 2", "-m 8192", "-kernel /k", "-initrd /i", "file=/d.qcow2,format=qcow2",
+		"local,path=/s,mount_tag=share", "user,id=n0,restrict=on", "console=ttyS0", "-no-reboot"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("qemu %s: lacks %q", args, want)
+		}
+	}
+}
+
+func TestTail(t *testing.T) {
+	tl := newTail(3)
+	if len(tl.lines()) != 0 {
+		t.Error("new tail not empty")
+	}
+	for i := range 5 {
+		tl.add(strconv.Itoa(i))
+	}
+	if got := strings.Join(tl.lines(), ","); got != "2,3,4" {
+		t.Errorf("tail %s, want 2,3,4", got)
+	}
+}
+
+func TestEnvFile(t *testing.T) {
+	got := envFile(map[string]string{"B": "it's", "A": "x y"})
+	if want := "A='x y'\nB='it'\\''s'\n"; got != want {
+		t.Errorf("env file %q, want %q", got, want)
+	}
+}
+
+func TestPrefixed(t *testing.T) {
+	var b strings.Builder
+	w := prefixed(&b, "p| ")
+	w.Write([]byte("one\ntw"))
+	w.Write([]byte("o\n"))
+	if b.String() != "p| one\np| two\n" {
+		t.Errorf("%q", b.String())
+	}
+}
+
+func writeFiles(t *testing.T, files map[string]string) string {
+	dir := t.TempDir()
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestResults(t *testing.T) {
+	good := map[string]string{
+		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "",
+		"docker-cgroup-private.txt": " Cgroup Driver: systemd\n Cgroup Version: 2\n",
+		"docker-cgroup-host.txt":    " Cgroup Driver: systemd\n Cgroup Version: 2\n",
+		"test-private.log":          "=== RUN   TestOneNode\n    suite_test.go:1: TIMING x\n--- PASS: TestOneNode (1.00s)\nPASS\n",
+		"test-private.rc":           "0\n", "test-host.log": "PASS\n", "test-host.rc": "0\n", "leftovers.txt": "",
+	}
+	r := readResults(writeFiles(t, good), true)
+	if err := r.verdict(); err != nil {
+		t.Errorf("good run: %v", err)
+	}
+	rep := r.report()
+	for _, want := range []string{"Cgroup Version: 2", "suite (engine as installed): PASS", "--- PASS: TestOneNode", "TIMING x",
+		"default-cgroupns-mode=host): PASS", "after the tests: nothing"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+
+	bad := map[string]string{}
+	for k, v := range good {
+		bad[k] = v
+	}
+	bad["test-host.rc"] = "1\n"
+	bad["test-host.log"] = "--- FAIL: TestTwoNodes (9.00s)\n    boom\nFAIL\n"
+	bad["leftovers.txt"] = "volume x-var\n"
+	delete(bad, "tested.ok")
+	r = readResults(writeFiles(t, bad), true)
+	err := r.verdict()
+	if err == nil {
+		t.Fatal("failed run passed")
+	}
+	for _, want := range []string{"did not finish", "default-cgroupns-mode host: exit code 1", "still holds objects"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("verdict %q lacks %q", err, want)
+		}
+	}
+	rep = r.report()
+	for _, want := range []string{"FAIL (exit code 1)", "--- FAIL: TestTwoNodes", "boom", "volume x-var"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	// Without the host-mode run, its missing results do not count.
+	delete(good, "test-host.rc")
+	if err := readResults(writeFiles(t, good), false).verdict(); err != nil {
+		t.Errorf("run without the host-mode suite: %v", err)
+	}
+}
+
+// fakeQemu puts a qemu-system-x86_64 on PATH that runs script (sh), after
+// recording its PID in the returned file.
+func fakeQemu(t *testing.T, script string) string {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	body := "#!/bin/sh\necho $$ > " + pidFile + "\n" + script + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "qemu-system-x86_64"), []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return pidFile
+}
+
+// gone fails the test if the fake qemu's process still exists.
+func gone(t *testing.T, pidFile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("qemu (pid %d) left behind: kill -0 says %v", pid, err)
+	}
+}
+
+func TestBootLimits(t *testing.T) {
+	var console, out strings.Builder
+	v := vm{Kernel: "k", Initrd: "i", Disk: "d", Share: "s", MemoryMiB: 2048, CPUs: 1}
+
+	t.Run("powers off", func(t *testing.T) {
+		pid := fakeQemu(t, "echo booting; echo '"+readyMarker+" at 1s'; echo bye")
+		tail, err := v.boot(context.Background(), 5*time.Second, 10*time.Second, &console, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(tail, "|") != "booting|"+readyMarker+" at 1s|bye" {
+			t.Errorf("tail %q", tail)
+		}
+		gone(t, pid)
+	})
+	t.Run("finished but no power-off", func(t *testing.T) {
+		defer func(g time.Duration) { finishGrace = g }(finishGrace)
+		finishGrace = 200 * time.Millisecond
+		pid := fakeQemu(t, "echo '"+readyMarker+"'; echo '"+finishedMarker+"'; exec sleep 60")
+		began := time.Now()
+		if _, err := v.boot(context.Background(), 5*time.Second, 10*time.Second, &console, &out); err != nil {
+			t.Errorf("finished guest: %v", err)
+		}
+		if time.Since(began) > 5*time.Second {
+			t.Errorf("took %v to stop a finished guest", time.Since(began))
+		}
+		gone(t, pid)
+	})
+	t.Run("boot limit", func(t *testing.T) {
+		pid := fakeQemu(t, "echo stuck in the kernel; exec sleep 60")
+		began := time.Now()
+		tail, err := v.boot(context.Background(), 300*time.Millisecond, 10*time.Second, &console, &out)
+		if !errors.Is(err, errBootTimeout) || time.Since(began) > 5*time.Second {
+			t.Errorf("err %v after %v, want the boot limit", err, time.Since(began))
+		}
+		if len(tail) != 1 || tail[0] != "stuck in the kernel" {
+			t.Errorf("tail %q", tail)
+		}
+		gone(t, pid)
+	})
+	t.Run("run limit", func(t *testing.T) {
+		pid := fakeQemu(t, "echo '"+readyMarker+"'; exec sleep 60")
+		_, err := v.boot(context.Background(), 300*time.Millisecond, time.Second, &console, &out)
+		if !errors.Is(err, errRunTimeout) {
+			t.Errorf("err %v, want the run limit (the boot limit ends at the ready line)", err)
+		}
+		gone(t, pid)
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		pid := fakeQemu(t, "exec sleep 60")
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := v.boot(ctx, 10*time.Second, 10*time.Second, &console, &out)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err %v, want the context's", err)
+		}
+		gone(t, pid)
+	})
+	t.Run("qemu fails", func(t *testing.T) {
+		fakeQemu(t, "echo 'qemu: could not open disk' >&2; exit 1")
+		tail, err := v.boot(context.Background(), 5*time.Second, 10*time.Second, &console, &out)
+		if err == nil || len(tail) != 1 || !strings.Contains(tail[0], "could not open disk") {
+			t.Errorf("err %v tail %q", err, tail)
+		}
+	})
+}
+
+// TestGuestScriptLints checks the script the guest runs: bash's syntax
+// check always, and shellcheck, which CI installs (.ci/run).
+func TestGuestScriptLints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "guest.sh")
+	if err := os.WriteFile(path, []byte(guestScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("bash", "-n", path).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v\n%s", err, out)
+	}
+	if _, err := exec.LookPath("shellcheck"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("shellcheck is not installed (apt-get install shellcheck)")
+		}
+		t.Log("shellcheck is not installed: only bash -n checked the guest script")
+		return
+	}
+	if out, err := exec.Command("shellcheck", "-s", "bash", path).CombinedOutput(); err != nil {
+		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+)
+
+// recipe is what the guest's root file system is made of. Its key names
+// the cached root file system: change the recipe and a new one is built.
+type recipe struct {
+	Suite    string
+	Variant  string
+	Packages []string
+}
+
+// guestRecipe is a Debian bookworm guest: kernel 6.1 and systemd 252, which
+// mount the unified cgroup v2 hierarchy by default, and Debian's Docker
+// (20.10, with cgroup namespaces). Without apparmor Docker cannot load its
+// default profile and refuses unprivileged containers (the reaper); the
+// hosts kindtest's users run have it.
+var guestRecipe = recipe{
+	Suite:   "bookworm",
+	Variant: "minbase",
+	Packages: []string{
+		"apparmor", "ca-certificates", "dbus", "docker.io", "iproute2", "iptables",
+		"kmod", "linux-image-amd64", "procps", "systemd", "systemd-sysv", "udev",
+	},
+}
+
+// key is a short digest of the recipe, the same for the same packages in
+// any order.
+func (r recipe) key() string {
+	pkgs := slices.Clone(r.Packages)
+	slices.Sort(pkgs)
+	return digest("suite=" + r.Suite + "\nvariant=" + r.Variant + "\npackages=" + strings.Join(pkgs, ","))
+}
+
+// mmdebstrapArgs are the arguments that build the recipe into out (a tar).
+func (r recipe) mmdebstrapArgs(out string) []string {
+	pkgs := slices.Clone(r.Packages)
+	slices.Sort(pkgs)
+	return []string{"--variant=" + r.Variant, "--include=" + strings.Join(pkgs, ","), r.Suite, out}
+}
+
+// digest is the first 16 hex digits of the SHA-256 of the parts.
+func digest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s\n", len(p), p)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// tool is a program the guest run needs and the Debian package it is in.
+type tool struct{ command, pkg string }
+
+var tools = []tool{
+	{"qemu-system-x86_64", "qemu-system-x86"},
+	{"qemu-img", "qemu-utils"},
+	{"mmdebstrap", "mmdebstrap"},
+	{"mkfs.ext4", "e2fsprogs"},
+	{"tar", "tar"},
+}
+
+// checkTools reports every missing program at once, with the apt command
+// that installs them.
+func checkTools(lookPath func(string) (string, error)) error {
+	var missing, pkgs []string
+	for _, t := range tools {
+		if _, err := lookPath(t.command); err != nil {
+			missing = append(missing, t.command)
+			if !slices.Contains(pkgs, t.pkg) {
+				pkgs = append(pkgs, t.pkg)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s not found: install with `apt-get install %s` (Debian/Ubuntu packages)",
+		strings.Join(missing, ", "), strings.Join(pkgs, " "))
+}
+
+// lookPath is exec.LookPath, a variable for tests.
+var lookPath = exec.LookPath

@@ -1,0 +1,436 @@
+// Package v2guest is the suite cmd/kindtest-v2guest runs inside a cgroup v2
+// guest: node-only and Kubernetes clusters, pod traffic, Service DNS,
+// LoadImage, a memory limit enforced by the kernel, and removal without
+// leftovers. It runs on any engine with the node, reaper and echo images
+// (kindtest/echo:dev, see internal/fixture); it lives under testdata so
+// that `go test ./...` on the build host does not run it a second time.
+package v2guest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/enginetest"
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// createTimeout is long: under software emulation a cluster takes many
+// minutes (KINDTEST_V2_CREATE_TIMEOUT overrides it).
+func createTimeout(t *testing.T) time.Duration {
+	if s := os.Getenv("KINDTEST_V2_CREATE_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("KINDTEST_V2_CREATE_TIMEOUT=%q: %v", s, err)
+		}
+		return d
+	}
+	return 30 * time.Minute
+}
+
+// opCtx bounds what a test does with a cluster once it exists.
+func opCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// start creates a cluster, logs its phase timings and checks, once its
+// cleanup has run, that the engine holds nothing of it.
+func start(t *testing.T, dc *docker.Client, opts ...kindtest.Option) *kindtest.Cluster {
+	t.Helper()
+	var name string
+	t.Cleanup(func() {
+		if name != "" {
+			noLeftovers(t, dc, name)
+		}
+	})
+	began := time.Now()
+	c := kindtest.Start(t, append([]kindtest.Option{kindtest.WithCreateTimeout(createTimeout(t))}, opts...)...)
+	name = c.Name()
+	var phases []string
+	for _, p := range c.Timings() {
+		phases = append(phases, fmt.Sprintf("%s=%v", p.Phase, p.Duration.Round(time.Millisecond)))
+	}
+	t.Logf("TIMING cluster %s (%d node(s)) created in %v: %s", name, len(c.Nodes()), time.Since(began).Round(time.Millisecond), strings.Join(phases, " "))
+	return c
+}
+
+// noLeftovers fails the test if any container, volume or network of the
+// cluster remains.
+func noLeftovers(t *testing.T, dc *docker.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	labels := map[string]string{kindtest.LabelCluster: name}
+	cs, err := dc.ListContainers(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vs, err := dc.ListVolumes(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := dc.ListNetworks(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(cs) + len(vs) + len(ns); n != 0 {
+		t.Errorf("cluster %s: %d container(s), %d volume(s), %d network(s) left", name, len(cs), len(vs), len(ns))
+	}
+}
+
+func TestEngineIsCgroupV2(t *testing.T) {
+	dc := enginetest.Client(t)
+	info, err := dc.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("engine %s, cgroup v%s, driver %s, %s", info.Version, info.CgroupVersion, info.CgroupDriver, info.OS)
+	if info.CgroupVersion != "2" {
+		t.Errorf("engine reports cgroup version %q: this suite is meant for a cgroup v2 host", info.CgroupVersion)
+	}
+}
+
+// TestNodeOnly boots a node without Kubernetes and checks the cgroup tree
+// the node sees: its own namespace, systemd in init.scope, and every
+// controller the host gives it handed down to its children.
+func TestNodeOnly(t *testing.T) {
+	dc := enginetest.Client(t)
+	c := start(t, dc, kindtest.WithoutKubernetes())
+	ctx := opCtx(t)
+	n := c.ControlPlane()
+	res, err := n.Exec(ctx, "systemctl", "is-system-running")
+	if state := strings.TrimSpace(res.Stdout); state != "running" {
+		t.Errorf("systemd state %q (%v), want running", state, err)
+	}
+	res, err = n.Exec(ctx, "cat", "/proc/1/cgroup")
+	if err != nil || strings.TrimSpace(res.Stdout) != "0::/init.scope" {
+		t.Errorf("init's cgroup %q (%v), want 0::/init.scope (a private cgroup namespace)", res.Stdout, err)
+	}
+	res, err = n.Exec(ctx, "sh", "-c", "cat /sys/fs/cgroup/cgroup.controllers; cat /sys/fs/cgroup/cgroup.subtree_control")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("controllers:\n%s", res.Stdout)
+	}
+	t.Logf("node controllers %q, enabled for children %q", lines[0], lines[1])
+	for _, want := range []string{"cpu", "memory", "pids", "io", "cpuset", "hugetlb"} {
+		if !hasWord(lines[0], want) || !hasWord(lines[1], want) {
+			t.Errorf("controller %s missing: available %q, for children %q", want, lines[0], lines[1])
+		}
+	}
+}
+
+func hasWord(s, w string) bool {
+	for _, f := range strings.Fields(s) {
+		if f == w {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOneNode runs workloads on a single node: a pod behind a Service
+// reached by its DNS name, a loaded image, and a pod whose memory limit
+// the kernel enforces. It ends with an explicit Delete.
+func TestOneNode(t *testing.T) {
+	dc := enginetest.Client(t)
+	c := start(t, dc)
+	ctx := opCtx(t)
+
+	loadEcho(ctx, t, c)
+	deployEcho(ctx, t, c, 1)
+	pods := echoPods(ctx, t, c, 1)
+	t.Run("service DNS", func(t *testing.T) {
+		serviceByName(ctx, t, c, pods)
+	})
+	t.Run("kubelet cgroups", func(t *testing.T) {
+		// The kubelet made its pod cgroups through systemd, with every
+		// controller below them.
+		res, err := c.ControlPlane().Exec(ctx, "cat", "/sys/fs/cgroup/kubepods.slice/cgroup.subtree_control")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"cpu", "memory", "pids", "io", "cpuset", "hugetlb"} {
+			if !hasWord(res.Stdout, want) {
+				t.Errorf("kubepods.slice hands down %q: no %s", strings.TrimSpace(res.Stdout), want)
+			}
+		}
+	})
+	t.Run("memory limit", func(t *testing.T) {
+		oomAtLimit(ctx, t, c)
+	})
+	t.Run("delete", func(t *testing.T) {
+		if err := c.Delete(ctx); err != nil {
+			t.Fatal(err)
+		}
+		noLeftovers(t, dc, c.Name())
+	})
+}
+
+// TestTwoNodes runs the echo workload on a control plane and a worker and
+// checks pod-to-pod traffic across the nodes and the Service by name from
+// each.
+func TestTwoNodes(t *testing.T) {
+	dc := enginetest.Client(t)
+	c := start(t, dc, kindtest.WithWorkers(1))
+	ctx := opCtx(t)
+
+	res, err := c.Kubectl(ctx, "get", "nodes", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(res.Stdout, " True") != 2 {
+		t.Fatalf("nodes:\n%s\nwant two Ready", res.Stdout)
+	}
+	loadEcho(ctx, t, c)
+	deployEcho(ctx, t, c, 2)
+	pods := echoPods(ctx, t, c, 2)
+	if pods[0].node == pods[1].node {
+		t.Fatalf("both echo pods on %s, want one per node", pods[0].node)
+	}
+	t.Run("pod to pod across nodes", func(t *testing.T) {
+		for _, from := range pods {
+			for _, to := range pods {
+				if from.node == to.node {
+					continue
+				}
+				out, err := c.PodExec(ctx, "default", from.name, "", "/echo", "get", "http://"+to.ip+":8080/p2p")
+				if err != nil || !strings.Contains(out.Stdout, "pod="+to.name) {
+					t.Errorf("%s (%s) to %s (%s): %q %v", from.name, from.node, to.name, to.node, out.Stdout, err)
+				}
+			}
+		}
+	})
+	t.Run("service DNS", func(t *testing.T) {
+		serviceByName(ctx, t, c, pods)
+	})
+}
+
+// loadEcho streams the echo image from the engine into every node.
+func loadEcho(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	t.Helper()
+	began := time.Now()
+	if err := c.LoadImage(ctx, fixture.EchoImage); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING LoadImage %s into %d node(s): %v", fixture.EchoImage, len(c.Nodes()), time.Since(began).Round(time.Millisecond))
+	for _, n := range c.Nodes() {
+		if _, err := n.Exec(ctx, "ctr", "-n", "k8s.io", "images", "check", "name==docker.io/"+fixture.EchoImage); err != nil {
+			t.Errorf("%s: echo image not loaded: %v", n.Name(), err)
+		}
+	}
+}
+
+// deployEcho runs the echo server with a ClusterIP Service, one replica
+// per node (the control plane's taint tolerated).
+func deployEcho(ctx context.Context, t *testing.T, c *kindtest.Cluster, replicas int) {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: echo
+spec:
+  replicas: %d
+  selector:
+    matchLabels: {app: echo}
+  template:
+    metadata:
+      labels: {app: echo}
+    spec:
+      tolerations:
+      - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}
+      topologySpreadConstraints:
+      - maxSkew: 1
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+        labelSelector:
+          matchLabels: {app: echo}
+      containers:
+      - name: echo
+        image: %s
+        imagePullPolicy: Never
+        args: [serve, -addr, ":8080"]
+        env:
+        - name: POD_NAME
+          valueFrom: {fieldRef: {fieldPath: metadata.name}}
+        readinessProbe:
+          httpGet: {path: /healthz, port: 8080}
+          periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: echo
+spec:
+  selector: {app: echo}
+  ports:
+  - port: 80
+    targetPort: 8080
+`, replicas, fixture.EchoImage)
+	if err := c.Apply(ctx, []byte(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	if _, err := c.Kubectl(ctx, "rollout", "status", "deployment/echo", "--timeout=15m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("TIMING echo rollout (%d replica(s)): %v", replicas, time.Since(began).Round(time.Millisecond))
+}
+
+type pod struct{ name, node, ip string }
+
+func echoPods(ctx context.Context, t *testing.T, c *kindtest.Cluster, want int) []pod {
+	t.Helper()
+	res, err := c.Kubectl(ctx, "get", "pods", "-l", "app=echo", "--field-selector=status.phase=Running", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.spec.nodeName} {.status.podIP}{"\n"}{end}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []pod
+	for _, l := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			pods = append(pods, pod{f[0], f[1], f[2]})
+		}
+	}
+	if len(pods) != want {
+		t.Fatalf("running echo pods:\n%s\nwant %d", res.Stdout, want)
+	}
+	return pods
+}
+
+// serviceByName reaches the echo Service by its DNS name from every pod,
+// and resolves the API server's Service.
+func serviceByName(ctx context.Context, t *testing.T, c *kindtest.Cluster, pods []pod) {
+	t.Helper()
+	for _, p := range pods {
+		var out kindtest.ExecResult
+		// kube-proxy programs the Service a moment after the rollout.
+		err := retry(ctx, 3*time.Minute, func() (err error) {
+			out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+			return err
+		})
+		if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
+			t.Errorf("echo Service by name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
+		}
+	}
+	out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "lookup", "kubernetes.default.svc.cluster.local")
+	if err != nil || strings.TrimSpace(out.Stdout) != "10.96.0.1" {
+		t.Errorf("lookup kubernetes.default: %q %v", out.Stdout, err)
+	}
+}
+
+// oomAtLimit runs a pod limited to 64 MiB that takes memory 4 MiB at a
+// time up to 256 MiB, and checks that the kernel killed it at its limit:
+// terminated as OOMKilled, having printed a total below the limit but not
+// far below it, the pod's cgroup limited to exactly 64 MiB and counting
+// the kill.
+func oomAtLimit(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	const limitMiB = 64
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Pod
+metadata:
+  name: hog
+spec:
+  restartPolicy: Never
+  tolerations:
+  - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}
+  containers:
+  - name: hog
+    image: %s
+    imagePullPolicy: Never
+    args: [alloc, "256"]
+    resources:
+      limits: {memory: %dMi}
+`, fixture.EchoImage, limitMiB)
+	if err := c.Apply(ctx, []byte(manifest)); err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	err := retry(ctx, 10*time.Minute, func() error {
+		res, err := c.Kubectl(ctx, "get", "pod", "hog", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.reason}")
+		if err != nil {
+			return err
+		}
+		if reason = res.Stdout; reason == "" {
+			return fmt.Errorf("hog not terminated yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("hog pod: %v", err)
+	}
+	if reason != "OOMKilled" {
+		t.Errorf("hog terminated with reason %q, want OOMKilled", reason)
+	}
+	logs, err := c.Kubectl(ctx, "logs", "hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.Stdout), "\n")
+	last := 0
+	if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(lines[len(lines)-1], "allocated "), " MiB")); err == nil {
+		last = n
+	}
+	t.Logf("hog's last line %q", lines[len(lines)-1])
+	// The Go runtime and the binary take a few MiB besides what is counted.
+	if last >= limitMiB || last < limitMiB/2 {
+		t.Errorf("hog took %d MiB before it was killed, want just under the %d MiB limit", last, limitMiB)
+	}
+
+	uid, err := c.Kubectl(ctx, "get", "pod", "hog", "-o", "jsonpath={.metadata.uid}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := c.Kubectl(ctx, "get", "pod", "hog", "-o", "jsonpath={.spec.nodeName}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := c.Node(node.Stdout)
+	if n == nil {
+		t.Fatalf("hog ran on %q, not a node of the cluster", node.Stdout)
+	}
+	// The pod's cgroup, made by the kubelet through systemd:
+	// kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice.
+	slice := "kubepods-burstable-pod" + strings.ReplaceAll(uid.Stdout, "-", "_") + ".slice"
+	res, err := n.Exec(ctx, "sh", "-c", `d=$(find /sys/fs/cgroup/kubepods.slice -type d -name "$1" | head -n1); [ -n "$d" ] || exit 3; echo "$d"; cat "$d/memory.max"; grep '^oom_kill ' "$d/memory.events"`, "sh", slice)
+	if err != nil {
+		t.Fatalf("pod cgroup %s: %v", slice, err)
+	}
+	f := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	t.Logf("pod cgroup %s: memory.max %s, %s", f[0], f[1], f[len(f)-1])
+	if len(f) != 3 || f[1] != strconv.Itoa(limitMiB<<20) {
+		t.Errorf("pod cgroup:\n%s\nwant memory.max %d", res.Stdout, limitMiB<<20)
+	}
+	if k, _ := strconv.Atoi(strings.TrimPrefix(f[len(f)-1], "oom_kill ")); k < 1 {
+		t.Errorf("pod cgroup counts no OOM kill: %q", f[len(f)-1])
+	}
+	if _, err := c.Kubectl(ctx, "delete", "pod", "hog", "--wait=false"); err != nil {
+		t.Error(err)
+	}
+}
+
+// retry calls fn every second until it succeeds or limit passes.
+func retry(ctx context.Context, limit time.Duration, fn func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := fn()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
