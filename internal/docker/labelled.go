@@ -8,18 +8,19 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-
 	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
 // RemoveLabelled removes the containers, then the volumes, then the
 // networks that carry every given label, in parallel within each kind, and
 // returns once none is left. Things already gone count as removed. A
-// removal that conflicts with another one in progress (another handle or
-// process deleting the same cluster: "removal already in progress", a
-// volume still in use, a network with endpoints) is waited for and
-// retried until ctx ends. Other failures are reported together.
+// failed round is retried, with backoff, until ctx ends: a removal that
+// conflicts with another one in progress (another handle or process
+// deleting the same cluster: "removal already in progress", a volume still
+// in use, a network with endpoints) waits for it, and a transient engine
+// failure (under load: "tried to kill container, but did not receive an
+// exit event") gets another try. When ctx ends first, the last round's
+// failures are reported together.
 //
 // An empty selector would select every object on the engine and is
 // refused, as is a blank value; an empty value selects any value of its
@@ -34,9 +35,6 @@ func (c *Client) RemoveLabelled(ctx context.Context, labels map[string]string) e
 		n, err := c.removeRound(ctx, labels)
 		if n == 0 && err == nil {
 			return nil
-		}
-		if err != nil && !retryable(err) {
-			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -75,23 +73,6 @@ func (c *Client) removeRound(ctx context.Context, labels map[string]string) (int
 		return c.RemoveNetwork(ctx, networks[i].ID)
 	}))
 	return len(containers) + len(volumes) + len(networks), errors.Join(errs...)
-}
-
-// retryable reports whether every failure in err is one that another
-// removal in progress explains.
-func retryable(err error) bool {
-	var joined interface{ Unwrap() []error }
-	if errors.As(err, &joined) {
-		for _, e := range joined.Unwrap() {
-			if e != nil && !retryable(e) {
-				return false
-			}
-		}
-		return true
-	}
-	// The engine answers 409 to a removal already in progress and to a
-	// volume in use, and 403 to a network that still has endpoints.
-	return cerrdefs.IsConflict(err) || cerrdefs.IsPermissionDenied(err) || cerrdefs.IsNotFound(err)
 }
 
 // LabelValues returns the distinct values that the containers, volumes and
