@@ -56,7 +56,7 @@ func (c *Cluster) create(ctx context.Context) error {
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
 	start := time.Now()
 
-	_ = c.phase("sweep", func() error { sweepOrphans(ctx, c.docker, c.log); return nil })
+	_ = c.phase("sweep", func() error { sweepOrphans(); return nil })
 	_ = c.phase("reaper", func() error { c.watch(ctx); return nil })
 	register(c)
 	if err := ctx.Err(); err != nil {

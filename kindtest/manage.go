@@ -191,18 +191,25 @@ func pruneReapers(ctx context.Context, dc *docker.Client, scope PruneScope) erro
 
 var sweepOnce sync.Once
 
-// sweepOrphans removes, once per process, clusters left by test processes
-// that died before they could clean up (a SIGKILL, a crash): the next
-// Start on the host finds and removes them.
-func sweepOrphans(ctx context.Context, dc *docker.Client, log Logger) {
+// sweepOrphans starts, once per process and in the background, the removal
+// of clusters left by test processes that died before they could clean up
+// and that no reaper removed (a SIGKILL without a reaper, a crash). It
+// never holds up creation: an orphan the engine cannot remove (a container
+// it cannot kill) would otherwise cost every Start its removal deadline.
+// It is silent, on its own connection and bounded; `kindtest prune` does
+// the same and reports.
+func sweepOrphans() {
 	sweepOnce.Do(func() {
-		names, err := prune(ctx, dc, PruneOrphans)
-		if len(names) > 0 {
-			log.Printf("kindtest: removed %d cluster(s) left by processes that are gone: %v", len(names), names)
-		}
-		if err != nil {
-			log.Printf("kindtest: removing clusters left by processes that are gone: %v", err)
-		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			dc, err := docker.New(ctx)
+			if err != nil {
+				return
+			}
+			defer dc.Close()
+			_, _ = prune(ctx, dc, PruneOrphans)
+		}()
 	})
 }
 
