@@ -324,6 +324,11 @@ func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
 	if err := lifetime.CheckClusterName(name); err != nil {
 		return err
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+	}
 	err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
 	if err == nil {
 		_ = os.Remove(reuseLockPath(name)) // most clusters have none

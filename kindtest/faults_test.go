@@ -270,10 +270,7 @@ func TestPruneOrphans(t *testing.T) {
 			t.Errorf("%s: owner %v reported gone", owned, ci.Owner)
 		}
 	}
-	removed, err := kindtest.Prune(ctx, kindtest.PruneOrphans)
-	if err != nil {
-		t.Fatal(err)
-	}
+	removed := pruneOrphans(t, orphan, owned)
 	got := strings.Join(removed, " ")
 	if !strings.Contains(got, orphan) || strings.Contains(got, owned) {
 		t.Errorf("pruned %v, want %s and not %s", removed, orphan, owned)

@@ -3,6 +3,7 @@ package kindtest_test
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -77,4 +78,23 @@ func start(t *testing.T, dc *docker.Client, opts ...kindtest.Option) *kindtest.C
 	c := kindtest.Start(t, append([]kindtest.Option{kindtest.WithImage(nodeImage(t, dc))}, opts...)...)
 	name = c.Name()
 	return c
+}
+
+// pruneOrphans runs the sweep as `kindtest prune` does. A failure to
+// remove another test's or run's orphan (an engine that cannot kill a
+// container) is logged, not this test's failure; one naming a cluster of
+// this test is.
+func pruneOrphans(t *testing.T, own ...string) []string {
+	t.Helper()
+	names, err := kindtest.Prune(context.Background(), kindtest.PruneOrphans)
+	if err != nil {
+		for _, n := range own {
+			if strings.Contains(err.Error(), n) {
+				t.Errorf("sweep: %v", err)
+				return names
+			}
+		}
+		t.Logf("sweep (not this test's clusters): %v", err)
+	}
+	return names
 }
