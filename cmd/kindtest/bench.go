@@ -27,7 +27,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	sizes := fs.String("workers", "0,2", "comma-separated worker counts to measure")
 	payload := fs.Int("load-mb", 50, "size of the image LoadImage is timed with, in MB (0: skip)")
 	settle := fs.Duration("settle", 30*time.Second, "wait after Ready before measuring memory at rest (0: skip)")
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *runs < 1 {

@@ -38,7 +38,8 @@ func imageCmd(ctx context.Context, args []string, out io.Writer) error {
 func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("image save", flag.ContinueOnError)
 	file := fs.String("o", "", "the archive file to write")
-	if err := parse(fs, args); err != nil {
+	refs, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
 	if *file == "" {
@@ -50,7 +51,6 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer dc.Close()
-	refs := fs.Args()
 	if len(refs) == 0 {
 		node, err := dc.InspectImage(ctx, images.DefaultNodeImage)
 		if err != nil {
@@ -96,13 +96,14 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 // save`) after checking that it is complete.
 func imageLoad(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("image load", flag.ContinueOnError)
-	if err := parse(fs, args); err != nil {
+	files, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(files) != 1 {
 		return usageError{"image load: name one archive file"}
 	}
-	file := fs.Arg(0)
+	file := files[0]
 	start := time.Now()
 	advice := fmt.Sprintf("make it again with `kindtest image save -o %s`, or build the image with `kindtest build`", file)
 	tags, err := checkArchive(file)

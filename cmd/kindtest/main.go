@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -48,12 +49,22 @@ func main() {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(os.Stderr, "kindtest: %v\n\n%s", err, usage)
+		fmt.Fprintf(os.Stderr, "%s\n\n%s", errorLine(err), usage)
 		os.Exit(2)
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "kindtest: %v\n", err)
+		fmt.Fprintln(os.Stderr, errorLine(err))
 		os.Exit(1)
 	}
+}
+
+// errorLine prefixes err with the command's name, once: the library's
+// errors already start with it.
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "kindtest: ") {
+		return msg
+	}
+	return "kindtest: " + msg
 }
 
 type usageError struct{ msg string }
@@ -89,19 +100,43 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return usageError{fmt.Sprintf("unknown command %q", cmd)}
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
+// parse parses a subcommand's flags wherever they stand among its
+// arguments (`logs NAME -dir D` as well as `logs -dir D NAME`; the flag
+// package alone stops at the first non-flag) and returns the others, in
+// order. After "--" everything is an argument.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
+	var rest []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
+		}
+		left := fs.Args()
+		if consumed := len(args) - len(left); consumed > 0 && args[consumed-1] == "--" {
+			return append(rest, left...), nil
+		}
+		if len(left) == 0 {
+			return rest, nil
+		}
+		rest = append(rest, left[0])
+		args = left[1:]
 	}
-	return nil
+}
+
+// parseNoArgs is parse for a subcommand that takes flags only.
+func parseNoArgs(fs *flag.FlagSet, args []string) error {
+	rest, err := parse(fs, args)
+	if err == nil && len(rest) > 0 {
+		err = usageError{fmt.Sprintf("%s: unexpected argument %q: it takes flags only", fs.Name(), rest[0])}
+	}
+	return err
 }
 
 func build(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
 	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper image beside it")
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *push != "" && docker.RegistryHost(*push) == "" {
@@ -124,7 +159,7 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 
 func list(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	cs, err := kindtest.List(ctx)
@@ -149,14 +184,15 @@ func list(ctx context.Context, args []string, out io.Writer) error {
 
 func del(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("delete", flag.ContinueOnError)
-	if err := parse(fs, args); err != nil {
+	names, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(names) == 0 {
 		return usageError{"delete: name at least one cluster (see `kindtest list`)"}
 	}
 	var errs []error
-	for _, name := range fs.Args() {
+	for _, name := range names {
 		if err := kindtest.DeleteCluster(ctx, name); err != nil {
 			errs = append(errs, err)
 			continue
@@ -169,7 +205,7 @@ func del(ctx context.Context, args []string, out io.Writer) error {
 func prune(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
 	all := fs.Bool("all", false, "delete every cluster, not only those whose owner is gone")
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	scope := kindtest.PruneOrphans
@@ -189,20 +225,21 @@ func prune(ctx context.Context, args []string, out io.Writer) error {
 func logs(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
 	dir := fs.String("dir", ".", "directory to write the logs under")
-	if err := parse(fs, args); err != nil {
+	names, err := parse(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	if len(names) != 1 {
 		return usageError{"logs: name one cluster (see `kindtest list`)"}
 	}
-	c, err := kindtest.Attach(ctx, fs.Arg(0))
+	c, err := kindtest.Attach(ctx, names[0])
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	path, err := c.ExportLogs(ctx, *dir)
 	if path != "" {
-		fmt.Fprintf(out, "logs of %s in %s\n", fs.Arg(0), path)
+		fmt.Fprintf(out, "logs of %s in %s\n", names[0], path)
 	}
 	return err
 }
@@ -211,7 +248,7 @@ func runReaper(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
 	listen := fs.String("listen", ":7770", "address to accept clients on")
 	idle := fs.Duration("idle", 5*time.Second, "how long to wait without any client before exiting")
-	if err := parse(fs, args); err != nil {
+	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	dc, err := docker.New(ctx)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +27,53 @@ func TestUsageErrors(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "prune") {
 		t.Errorf("help: %v\n%s", err, out.String())
+	}
+}
+
+func TestParseFlagsAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		dir      string
+		all      bool
+		rest     []string
+		usageErr bool
+	}{
+		{args: []string{"a", "-dir", "d", "b"}, dir: "d", rest: []string{"a", "b"}},
+		{args: []string{"-dir=d", "a", "-all"}, dir: "d", all: true, rest: []string{"a"}},
+		{args: []string{"a", "--", "-dir", "b"}, dir: ".", rest: []string{"a", "-dir", "b"}},
+		{args: []string{"-all"}, dir: ".", all: true},
+		{args: []string{"a", "-bogus"}, usageErr: true},
+		{args: []string{"a", "-dir"}, usageErr: true},
+	} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		dir := fs.String("dir", ".", "")
+		all := fs.Bool("all", false, "")
+		rest, err := parse(fs, tc.args)
+		var ue usageError
+		if tc.usageErr {
+			if !errors.As(err, &ue) {
+				t.Errorf("parse %q: got %v, want a usage error", tc.args, err)
+			}
+			continue
+		}
+		if err != nil || *dir != tc.dir || *all != tc.all || !slices.Equal(rest, tc.rest) {
+			t.Errorf("parse %q: dir %q all %t rest %q err %v; want dir %q all %t rest %q", tc.args, *dir, *all, rest, err, tc.dir, tc.all, tc.rest)
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"list", "extra"}, &out); err == nil || !strings.Contains(err.Error(), `unexpected argument "extra"`) {
+		t.Errorf("list extra: %v", err)
+	}
+}
+
+func TestErrorLineHasOnePrefix(t *testing.T) {
+	for _, tc := range []struct{ err, want string }{
+		{"kindtest: invalid options: x", "kindtest: invalid options: x"},
+		{"delete: no such cluster", "kindtest: delete: no such cluster"},
+	} {
+		if got := errorLine(errors.New(tc.err)); got != tc.want {
+			t.Errorf("errorLine(%q) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
 
@@ -54,7 +103,8 @@ func TestCommands(t *testing.T) {
 
 	dir := t.TempDir()
 	out.Reset()
-	if err := run(ctx, []string{"logs", "-dir", dir, c.Name()}, &out); err != nil {
+	// As the README writes it: the flag after the name.
+	if err := run(ctx, []string{"logs", c.Name(), "-dir", dir}, &out); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, c.Name(), c.ControlPlane().Name(), "journal.log")); err != nil {
