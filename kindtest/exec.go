@@ -43,10 +43,6 @@ func (e *ExitError) Error() string {
 	return b.String()
 }
 
-func newExitError(node string, cmd []string, res ExecResult) *ExitError {
-	return &ExitError{Node: node, Cmd: cmd, ExitCode: res.ExitCode, Stdout: tail(res.Stdout, maxErrorOutput), Stderr: tail(res.Stderr, maxErrorOutput)}
-}
-
 // tail keeps the last n bytes of s, marking the cut.
 func tail(s string, n int) string {
 	if len(s) <= n {

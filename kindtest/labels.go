@@ -77,7 +77,7 @@ func self() Owner {
 
 func initSession() {
 	sessionOnce.Do(func() {
-		sessionID = os.Getenv("KINDTEST_SESSION")
+		sessionID = getenv(envSession)
 		if sessionID == "" {
 			sessionID = strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		}

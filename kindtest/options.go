@@ -3,7 +3,6 @@ package kindtest
 import (
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"time"
 
@@ -127,17 +126,17 @@ func newConfig(opts []Option) (*config, error) {
 // fromEnv applies the environment variables a user sets without touching
 // code; options given in code come after and win.
 func (c *config) fromEnv() error {
-	if v := os.Getenv("KINDTEST_IMAGE"); v != "" {
+	if v := getenv(envImage); v != "" {
 		c.image = v
 	}
-	if v := os.Getenv("KINDTEST_KEEP"); v != "" {
+	if v := getenv(envKeep); v != "" {
 		k, err := parseKeep(v)
 		if err != nil {
 			return err
 		}
 		c.keep = k
 	}
-	if v := os.Getenv("KINDTEST_REUSE"); v != "" {
+	if v := getenv(envReuse); v != "" {
 		switch v {
 		case "1", "true", "yes":
 			c.reuse = true
@@ -146,7 +145,7 @@ func (c *config) fromEnv() error {
 			return fmt.Errorf("KINDTEST_REUSE=%q: want 1 or 0", v)
 		}
 	}
-	if v := os.Getenv("ARTIFACTS"); v != "" {
+	if v := getenv(envArtifacts); v != "" {
 		c.artifactsDir = v
 	}
 	return nil

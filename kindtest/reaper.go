@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -81,7 +80,7 @@ func processReaper(ctx context.Context) (*watchdog, error) {
 }
 
 func connectToReaper() (*watchdog, error) {
-	if v := os.Getenv("KINDTEST_REAPER"); v == "off" {
+	if v := getenv(envReaper); v == "off" {
 		return nil, errors.New("KINDTEST_REAPER=off")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reaperStartTimeout)

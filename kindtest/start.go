@@ -3,7 +3,6 @@ package kindtest
 import (
 	"context"
 	"errors"
-	"os"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -48,7 +47,7 @@ func Start(t TB, opts ...Option) *Cluster {
 	}
 	c, err := prepare(ctx, opts)
 	if err != nil {
-		if errors.Is(err, ErrDockerUnavailable) && os.Getenv("CI") == "" {
+		if errors.Is(err, ErrDockerUnavailable) && !inCI() {
 			t.Skipf("%v (set CI=true to make this a failure)", err)
 		}
 		t.Fatalf("%v", err)

@@ -85,7 +85,7 @@ func TestParseKeep(t *testing.T) {
 }
 
 func TestExitErrorMessage(t *testing.T) {
-	e := newExitError("n1", []string{"sh", "-c", "echo 'a b'; exit 3"}, ExecResult{Stdout: "out\n", Stderr: strings.Repeat("e", 10000), ExitCode: 3})
+	e := &ExitError{Node: "n1", Cmd: []string{"sh", "-c", "echo 'a b'; exit 3"}, ExitCode: 3, Stdout: "out\n", Stderr: tail(strings.Repeat("e", 10000), maxErrorOutput)}
 	msg := e.Error()
 	for _, s := range []string{"node n1", `sh -c 'echo '\''a b'\''; exit 3'`, "exit code 3", "stdout:\nout", "[...]"} {
 		if !strings.Contains(msg, s) {

@@ -142,9 +142,6 @@ func (c *Client) Host() string { return c.api.DaemonHost() }
 // the default socket.
 func (c *Client) Source() string { return c.source }
 
-// APIVersion is the negotiated Engine API version.
-func (c *Client) APIVersion() string { return c.api.ClientVersion() }
-
 // IsNotFound reports whether err says an object does not exist.
 func IsNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 

@@ -208,7 +208,7 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		for port, bindings := range info.NetworkSettings.Ports {
 			for _, b := range bindings {
 				if ap, err := netip.ParseAddr(b.HostIP); err == nil && ap.Is4() {
-					out.Ports[string(port)] = netip.AddrPortFrom(ap, mustPort(b.HostPort)).String()
+					out.Ports[string(port)] = netip.AddrPortFrom(ap, parsePort(b.HostPort)).String()
 				}
 			}
 		}
@@ -216,7 +216,8 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 	return out, nil
 }
 
-func mustPort(s string) uint16 {
+// parsePort reads a port number the engine reported; 0 if it is not one.
+func parsePort(s string) uint16 {
 	n, _ := strconv.ParseUint(s, 10, 16)
 	return uint16(n)
 }

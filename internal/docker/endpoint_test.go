@@ -129,8 +129,8 @@ func TestContextIsUsed(t *testing.T) {
 	if *hits == 0 || c.Host() != "unix://"+sock || !strings.Contains(c.Source(), `"fake"`) {
 		t.Errorf("hits %d, host %s, source %s", *hits, c.Host(), c.Source())
 	}
-	if c.APIVersion() != "1.45" {
-		t.Errorf("negotiated %s, want 1.45", c.APIVersion())
+	if v := c.api.ClientVersion(); v != "1.45" {
+		t.Errorf("negotiated %s, want 1.45", v)
 	}
 }
 

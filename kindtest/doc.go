@@ -1,0 +1,45 @@
+// Package kindtest gives each Go test suite its own real Kubernetes cluster
+// whose nodes are Docker containers, and removes every trace of it
+// afterwards however the run ends.
+//
+// In a test, Start creates a cluster and registers its removal with the
+// test's cleanup before anything exists:
+//
+//	cluster := kindtest.Start(t, kindtest.WithWorkers(2))
+//	res, err := cluster.Kubectl(t.Context(), "get", "nodes")
+//
+// New and (*Cluster).Delete do the same for TestMain, Ginkgo's
+// SynchronizedBeforeSuite and other callers; Attach gives another process a
+// handle on an existing cluster.
+//
+// A cluster is made in phases, each named in the progress log and in
+// (*Cluster).Timings: sweep (clusters whose owner is gone are removed),
+// reaper (the cluster is registered with the engine's reaper), network,
+// containers, provision (before systemd boots: /sys read-only, cgroups,
+// machine id, pod network, kubeadm's files), boot (systemd), and with
+// Kubernetes init (kubeadm init), kubeconfig, join (workers) and ready
+// (every node and CoreDNS Ready). The cgroup and /sys work of provision
+// runs per node as soon as its container starts, so its time is counted
+// under containers.
+//
+// # Environment
+//
+// Options given in code win over these variables.
+//
+//	KINDTEST_IMAGE    node image (default DefaultImage)
+//	KINDTEST_KEEP     never, on-failure or always: when a cluster outlives its
+//	                  test (default never; see KeepPolicy)
+//	KINDTEST_REUSE    1 for reuse mode (see WithReuse)
+//	ARTIFACTS         where logs are exported when a test fails (default the
+//	                  test's temporary directory)
+//	KINDTEST_REAPER   off: no reaper container; clusters of a killed process
+//	                  are then removed by the next run's sweep or by
+//	                  `kindtest prune`
+//	KINDTEST_SESSION  the session label of this process's clusters (default
+//	                  random per process), to group the clusters of several
+//	                  processes for your own tooling
+//	CI                when set, a missing Docker engine fails tests instead of
+//	                  skipping them
+//	DOCKER_HOST, DOCKER_CONTEXT, DOCKER_CONFIG
+//	                  which engine, as for the docker CLI
+package kindtest
