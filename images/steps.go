@@ -5,7 +5,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,10 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/flock"
 )
 
 // builder holds the state of one cold build.
@@ -205,34 +204,16 @@ func moduleVersion(path, module string) (string, error) {
 	return "", fmt.Errorf("%s does not require %s", path, module)
 }
 
-// lockFile takes an exclusive flock on path, waiting (and saying so) while
+// lockFile takes an exclusive lock on path, waiting (and saying so) while
 // another build holds it, and returns the function that releases it.
 func lockFile(ctx context.Context, path string, logger Logger) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	l, err := flock.Wait(ctx, path, func() {
+		logger.Printf("waiting for another node image build to finish (lock %s)", path)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("open build lock: %w", err)
+		return nil, err
 	}
-	said := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if !said {
-			logger.Printf("waiting for another node image build to finish (lock %s)", path)
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
+	return func() { l.Unlock() }, nil
 }
 
 // tarFile is one entry of a build context: a file on disk or bytes.

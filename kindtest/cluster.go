@@ -10,6 +10,7 @@ import (
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
@@ -49,7 +50,7 @@ type Cluster struct {
 	ready bool
 	// marked is set once the cluster's marker volume says it is kept.
 	marked    bool
-	reuseLock *os.File  // held while this run uses a reusable cluster
+	reuseLock *flock.Lock // held while this run uses a reusable cluster
 	watchdog  *watchdog // the reaper this cluster is registered with
 
 	deleteOnce sync.Once
@@ -288,7 +289,7 @@ func (c *Cluster) Close() error {
 		c.reuseLock = nil
 		c.mu.Unlock()
 		if lock != nil {
-			err = lock.Close()
+			err = lock.Unlock()
 		}
 		err = errors.Join(err, c.docker.Close())
 	})

@@ -9,8 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/flock"
 )
 
 // completeMarker is written on the control plane once a cluster is ready;
@@ -25,26 +26,12 @@ func reuseHash(cfg *config, imageID string) string {
 	return hex.EncodeToString(h[:])[:16]
 }
 
-// reuseLock takes the lock that says a run is using the cluster. The lock
-// is an flock: the kernel drops it when the process ends, however it ends,
-// so a crashed run never keeps a cluster from being reused.
-func reuseLock(cluster string) (*os.File, bool, error) {
-	path := reuseLockPath(cluster)
-	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
-		return nil, false, err
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, false, nil
-		}
-		return nil, false, err
-	}
-	return f, true, nil
+// reuseLock takes the lock that says a run is using the cluster, without
+// waiting: ok is false when another run holds it. The kernel drops the
+// lock when the process ends, however it ends, so a crashed run never
+// keeps a cluster from being reused.
+func reuseLock(cluster string) (*flock.Lock, bool, error) {
+	return flock.TryLock(reuseLockPath(cluster))
 }
 
 // reuseLockPath is where the lock file of a cluster lives; removing the
@@ -127,10 +114,10 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		if err != nil {
 			c.log.Printf("kindtest: removing reusable cluster %s, unusable: %v", name, err)
 			if rerr := removeCluster(ctx, c.docker, name); rerr != nil {
-				lock.Close()
+				lock.Unlock()
 				return false, rerr
 			}
-			lock.Close()
+			lock.Unlock()
 			continue
 		}
 		// The handle keeps this cluster's name, nodes and kubeconfig; the
@@ -164,9 +151,11 @@ func (c *Cluster) checkReady(ctx context.Context) error {
 }
 
 // cleanNamespacesScript deletes what a test run may have left: every
-// namespace but the system ones, and the namespaced objects in default
-// except those Kubernetes itself keeps there. Pods go at once, without
-// their grace period, so that the next run does not wait for them.
+// namespace but the system ones, and in default every namespaced object of
+// every kind the API serves and can delete, custom resources included
+// (the API's own list, not a fixed one), except the few Kubernetes itself
+// keeps there. Pods go at once, without their grace period, so that the
+// next run does not wait for them. Events are left to expire.
 const cleanNamespacesScript = `set -eu
 export KUBECONFIG=` + adminKubeconfig + `
 ns=$(kubectl get namespaces -o name | grep -vxE 'namespace/(default|kube-system|kube-public|kube-node-lease)' || true)
@@ -175,12 +164,13 @@ for n in $ns; do
 done
 kubectl delete pods --all -n default --grace-period=0 --force >/dev/null 2>&1 || true
 if [ -n "$ns" ]; then kubectl delete $ns --wait=true --timeout=2m >/dev/null; fi
-kubectl delete -n default --wait=true --timeout=1m \
-  deployments,statefulsets,daemonsets,replicasets,jobs,cronjobs,persistentvolumeclaims,ingresses,networkpolicies,roles,rolebindings,poddisruptionbudgets --all >/dev/null
-kubectl delete -n default services --field-selector metadata.name!=kubernetes >/dev/null
+kinds=$(kubectl api-resources --namespaced=true --verbs=list,delete -o name |
+  grep -vxE 'pods|events|events\.events\.k8s\.io|services|endpoints|endpointslices\.discovery\.k8s\.io|configmaps|serviceaccounts' |
+  paste -sd, -)
+if [ -n "$kinds" ]; then kubectl delete -n default "$kinds" --all --wait=true --timeout=1m >/dev/null; fi
+kubectl delete -n default services,endpoints,endpointslices.discovery.k8s.io --field-selector metadata.name!=kubernetes >/dev/null
 kubectl delete -n default configmaps --field-selector metadata.name!=kube-root-ca.crt >/dev/null
 kubectl delete -n default serviceaccounts --field-selector metadata.name!=default >/dev/null
-kubectl delete -n default secrets --all >/dev/null
 `
 
 // cleanNamespaces empties the cluster of what test runs made, when there

@@ -33,6 +33,17 @@ func TestReuse(t *testing.T) {
 		if _, err := c.Kubectl(ctx, "create", "configmap", "leftover", "--from-literal=a=b"); err != nil {
 			t.Fatal(err)
 		}
+		// A custom resource in default: the cleanup must find its kind by
+		// asking the API, not from a list written in advance.
+		if err := c.Apply(ctx, []byte(leftoverCRD)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "crd/widgets.example.kindtest.dev", "--timeout=60s"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Apply(ctx, []byte("apiVersion: example.kindtest.dev/v1\nkind: Widget\nmetadata:\n  name: leftover\n  namespace: default\n")); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: first}); n == 0 {
 		t.Fatalf("the reusable cluster %s was removed after the first run", first)
@@ -51,6 +62,14 @@ func TestReuse(t *testing.T) {
 		res, err = c.Kubectl(ctx, "get", "configmaps", "-o", "name")
 		if err != nil || strings.Contains(res.Stdout, "leftover") || !strings.Contains(res.Stdout, "kube-root-ca.crt") {
 			t.Errorf("configmaps in default after reuse: %q %v", res.Stdout, err)
+		}
+		res, err = c.Kubectl(ctx, "get", "widgets", "-n", "default", "-o", "name")
+		if err != nil || strings.TrimSpace(res.Stdout) != "" {
+			t.Errorf("custom resources in default after reuse: %q %v", res.Stdout, err)
+		}
+		res, err = c.Kubectl(ctx, "get", "services,serviceaccounts", "-n", "default", "-o", "name")
+		if err != nil || !strings.Contains(res.Stdout, "service/kubernetes") || !strings.Contains(res.Stdout, "serviceaccount/default") {
+			t.Errorf("what Kubernetes keeps in default is gone after reuse: %q %v", res.Stdout, err)
 		}
 		if _, err := c.Kubectl(ctx, "create", "namespace", "leftover"); err != nil {
 			t.Errorf("the name of a cleaned namespace cannot be used again: %v", err)
@@ -73,3 +92,23 @@ func TestReuse(t *testing.T) {
 		}
 	})
 }
+
+// leftoverCRD defines a namespaced custom resource kind that no fixed list
+// of kinds knows.
+const leftoverCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.kindtest.dev
+spec:
+  group: example.kindtest.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+`

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/flock"
 )
 
 // A second engine for the engine matrix: Debian trixie's docker.io (Docker
@@ -235,11 +236,11 @@ func ensureEngineImage(ctx context.Context, t testing.TB, host *docker.Client) (
 		return "", err
 	}
 	// Other test processes may build it at the same time: one builds.
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "kindtest-test-engine.lock"))
+	lock, err := flock.Wait(context.Background(), filepath.Join(os.TempDir(), "kindtest-test-engine.lock"), nil)
 	if err != nil {
 		return "", err
 	}
-	defer unlock()
+	defer lock.Unlock()
 	if _, err := host.InspectImage(ctx, ref); err == nil {
 		return ref, nil
 	}
@@ -276,18 +277,6 @@ func tail(b []byte, n int) []byte {
 		return b[len(b)-n:]
 	}
 	return b
-}
-
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
 }
 
 // OwnerID names this process: pid and boot id, so that a later run can

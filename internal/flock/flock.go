@@ -1,0 +1,79 @@
+// Package flock takes exclusive advisory locks on files (flock(2)). The
+// kernel drops such a lock when its process ends, however it ends, so a
+// crashed holder never blocks the next one. kindtest uses them for the
+// claim of a run on a reusable cluster and to serialise builds of the same
+// image.
+package flock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Lock is a held lock; Unlock (or the process's end) releases it.
+type Lock struct{ f *os.File }
+
+// Unlock releases the lock. It is safe to call more than once.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// TryLock takes the lock on path, creating the file and its directory if
+// needed, without waiting: held is false when another holder has it.
+func TryLock(path string) (l *Lock, held bool, err error) {
+	f, err := open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+	case err == nil:
+		return &Lock{f: f}, true, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		f.Close()
+		return nil, false, nil
+	default:
+		f.Close()
+		return nil, false, fmt.Errorf("lock %s: %w", path, err)
+	}
+}
+
+// Wait takes the lock on path, waiting while another holder has it until
+// ctx ends. waiting, if not nil, is called once when Wait has to wait.
+func Wait(ctx context.Context, path string, waiting func()) (*Lock, error) {
+	for {
+		l, held, err := TryLock(path)
+		if err != nil || held {
+			return l, err
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func open(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return f, nil
+}
