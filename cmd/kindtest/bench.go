@@ -4,15 +4,21 @@ import (
 	"archive/tar"
 	"context"
 	"crypto/rand"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/kindtest"
 )
@@ -27,11 +33,16 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	sizes := fs.String("workers", "0,2", "comma-separated worker counts to measure")
 	payload := fs.Int("load-mb", 50, "size of the image LoadImage is timed with, in MB (0: skip)")
 	settle := fs.Duration("settle", 30*time.Second, "wait after Ready before measuring memory at rest (0: skip)")
+	parallel := fs.Int("parallel", 1, "clusters created at once in each run, as by that many test processes")
+	jsonPath := fs.String("json", "", "append one JSON line per cluster created to this file")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *runs < 1 {
 		return usageError{"bench: -runs must be at least 1"}
+	}
+	if *parallel < 1 || *parallel > 8 {
+		return usageError{"bench: -parallel must be between 1 and 8"}
 	}
 	var workers []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -41,79 +52,186 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		}
 		workers = append(workers, n)
 	}
+	var jsonOut io.Writer = io.Discard
+	if *jsonPath != "" {
+		f, err := os.OpenFile(*jsonPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		defer f.Close()
+		jsonOut = f
+	}
 	if *payload > 0 {
 		if err := buildPayload(ctx, *payload); err != nil {
 			return err
 		}
 	}
+	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
 	for _, w := range workers {
-		phases := map[string][]time.Duration{}
-		var order []string
-		add := func(phase string, d time.Duration) {
-			if _, ok := phases[phase]; !ok {
-				order = append(order, phase)
-			}
-			phases[phase] = append(phases[phase], d)
-		}
-		var memory []uint64
+		st := &benchStats{phases: map[string][]time.Duration{}}
 		for i := range *runs {
-			fmt.Fprintf(out, "1+%d nodes, run %d/%d\n", w, i+1, *runs)
-			start := time.Now()
-			c, err := kindtest.New(ctx, kindtest.WithWorkers(w))
+			fmt.Fprintf(out, "1+%d nodes, run %d/%d", w, i+1, *runs)
+			if *parallel > 1 {
+				fmt.Fprintf(out, ", %d clusters at once", *parallel)
+			}
+			fmt.Fprintln(out)
+			err := concurrent.Each(*parallel, func(j int) error {
+				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
+				opt := benchOptions{payloadMB: *payload, settle: *settle}
+				// Memory is measured once per size, in the first run's
+				// first cluster, and LoadImage timed once for one node.
+				opt.measureMemory = i == 0 && j == 0 && *settle > 0
+				opt.loadImage = *payload > 0 && (i == 0 || w > 0) && j == 0
+				if err := benchOne(ctx, &r, opt); err != nil {
+					return err
+				}
+				st.add(r)
+				line, _ := json.Marshal(r)
+				st.mu.Lock()
+				defer st.mu.Unlock()
+				_, err := fmt.Fprintf(jsonOut, "%s\n", line)
+				return err
+			})
 			if err != nil {
 				return err
 			}
-			total := time.Since(start)
-			for _, p := range c.Timings() {
-				add(p.Phase, p.Duration)
-			}
-			add("total: New to Ready", total)
-			if *payload > 0 && i == 0 || *payload > 0 && w > 0 {
-				t := time.Now()
-				err := c.LoadImage(ctx, benchImage)
-				if err != nil {
-					c.Delete(ctx)
-					return err
-				}
-				add(fmt.Sprintf("LoadImage %d MB", *payload), time.Since(t))
-			}
-			if *settle > 0 && i == 0 {
-				select {
-				case <-time.After(*settle):
-				case <-ctx.Done():
-				}
-				var sum uint64
-				for _, n := range c.Nodes() {
-					m, err := n.MemoryUsage(ctx)
-					if err != nil {
-						c.Delete(ctx)
-						return err
-					}
-					sum += m
-				}
-				memory = append(memory, sum)
-			}
-			t := time.Now()
-			if err := c.Delete(ctx); err != nil {
-				return err
-			}
-			add("delete", time.Since(t))
 		}
-		fmt.Fprintf(out, "\n1 control plane + %d worker(s), %d run(s):\n", w, *runs)
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "phase\tmin\tmedian\tmax\t")
-		for _, p := range order {
-			d := phases[p]
-			slices.Sort(d)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", p, round(d[0]), round(d[len(d)/2]), round(d[len(d)-1]))
-		}
-		tw.Flush()
-		for _, m := range memory {
-			fmt.Fprintf(out, "memory at rest (%v after Ready, all nodes): %d MiB\n", *settle, m>>20)
+		fmt.Fprintf(out, "\n1 control plane + %d worker(s), %d run(s) x %d at once; load average now %s:\n", w, *runs, *parallel, loadAverage())
+		st.print(out)
+		for _, m := range st.memory {
+			fmt.Fprintf(out, "memory at rest (%v after Ready, all nodes): %d MiB\n", *settle, m)
 		}
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// benchRun is one cluster created, measured and deleted: one JSON line.
+type benchRun struct {
+	Time     time.Time          `json:"time"`
+	Workers  int                `json:"workers"`
+	Run      int                `json:"run"`
+	Parallel int                `json:"parallel"`
+	Load     string             `json:"load_average"`
+	Cluster  string             `json:"cluster"`
+	PhasesMS map[string]float64 `json:"phases_ms"`
+	// Order keeps the phases in the order they ran; PhasesMS is a map.
+	Order     []string `json:"phase_order"`
+	ReadyMS   float64  `json:"ready_ms"`
+	LoadMS    float64  `json:"load_image_ms,omitempty"`
+	DeleteMS  float64  `json:"delete_ms"`
+	MemoryMiB uint64   `json:"memory_mib,omitempty"`
+}
+
+type benchOptions struct {
+	payloadMB     int
+	settle        time.Duration
+	measureMemory bool
+	loadImage     bool
+}
+
+// benchOne creates one cluster, takes its measures into r and deletes it.
+func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
+	start := time.Now()
+	c, err := kindtest.New(ctx, kindtest.WithWorkers(r.Workers))
+	if err != nil {
+		return err
+	}
+	r.ReadyMS = ms(time.Since(start))
+	r.Cluster = c.Name()
+	r.PhasesMS = map[string]float64{}
+	for _, p := range c.Timings() {
+		r.PhasesMS[p.Phase] = ms(p.Duration)
+		r.Order = append(r.Order, p.Phase)
+	}
+	if opt.loadImage {
+		t := time.Now()
+		if err := c.LoadImage(ctx, benchImage); err != nil {
+			return errors.Join(err, c.Delete(ctx))
+		}
+		r.LoadMS = ms(time.Since(t))
+	}
+	if opt.measureMemory {
+		select {
+		case <-time.After(opt.settle):
+		case <-ctx.Done():
+		}
+		for _, n := range c.Nodes() {
+			m, err := n.MemoryUsage(ctx)
+			if err != nil {
+				return errors.Join(err, c.Delete(ctx))
+			}
+			r.MemoryMiB += m >> 20
+		}
+	}
+	t := time.Now()
+	if err := c.Delete(ctx); err != nil {
+		return err
+	}
+	r.DeleteMS = ms(time.Since(t))
+	return nil
+}
+
+// benchStats gathers the runs of one size.
+type benchStats struct {
+	mu     sync.Mutex
+	order  []string
+	phases map[string][]time.Duration
+	memory []uint64
+}
+
+func (s *benchStats) add(r benchRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	put := func(phase string, v float64) {
+		if _, ok := s.phases[phase]; !ok {
+			s.order = append(s.order, phase)
+		}
+		s.phases[phase] = append(s.phases[phase], time.Duration(v*float64(time.Millisecond)))
+	}
+	for _, p := range r.Order {
+		put(p, r.PhasesMS[p])
+	}
+	put("total: New to Ready", r.ReadyMS)
+	if r.LoadMS > 0 {
+		put("LoadImage", r.LoadMS)
+	}
+	put("delete", r.DeleteMS)
+	if r.MemoryMiB > 0 {
+		s.memory = append(s.memory, r.MemoryMiB)
+	}
+}
+
+func (s *benchStats) print(out io.Writer) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tn\tmin\tp50\tp95\tp99\tmax\t")
+	for _, p := range s.order {
+		d := slices.Clone(s.phases[p])
+		slices.Sort(d)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", p, len(d), round(d[0]),
+			round(percentile(d, 0.50)), round(percentile(d, 0.95)), round(percentile(d, 0.99)), round(d[len(d)-1]))
+	}
+	tw.Flush()
+}
+
+// percentile is the nearest-rank percentile of sorted values: the
+// smallest value at or below which a fraction q of them lie.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// loadAverage is the host's 1, 5 and 15 minute load averages, or "?" where
+// /proc/loadavg is not there (the engine may be elsewhere: this is the
+// test process's host).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func round(d time.Duration) string { return d.Round(10 * time.Millisecond).String() }

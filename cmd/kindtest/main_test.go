@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kindtest/kindtest/internal/enginetest"
 	"github.com/kindtest/kindtest/kindtest"
@@ -135,5 +136,23 @@ func TestCommands(t *testing.T) {
 	}
 	if out.Len() == 0 && perr == nil {
 		t.Error("prune printed nothing")
+	}
+}
+
+func TestPercentileNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 20; i++ {
+		d = append(d, time.Duration(i)*time.Second)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 10 * time.Second}, {0.95, 19 * time.Second}, {0.99, 20 * time.Second}, {0, time.Second}} {
+		if got := percentile(d, tc.q); got != tc.want {
+			t.Errorf("percentile(1..20 s, %v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	if got := percentile([]time.Duration{3}, 0.99); got != 3 {
+		t.Errorf("percentile of one value: %v", got)
 	}
 }
