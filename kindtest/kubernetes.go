@@ -94,7 +94,7 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 			}
 			return concurrent.Each(len(c.nodes)-1, func(i int) error {
 				n := c.nodes[i+1]
-				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout), "join")
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
 			})
 		}); err != nil {
 			return err
@@ -166,8 +166,11 @@ fi
 // prepareControlPlane writes the control plane's kubeadm configuration
 // and runs the init phases that need no running system, before boot.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
+	if err := c.checkFeatureGatesOnNode(ctx, cp); err != nil {
+		return err
+	}
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, c.place.certSANs()...)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, &c.cfg.settings, c.place.certSANs()...)); err != nil {
 		return err
 	}
 	var script strings.Builder
@@ -208,6 +211,28 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
 	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)
+	}
+	return nil
+}
+
+// checkFeatureGatesOnNode has the node's kubelet check the feature gates
+// when the node image's Kubernetes is not the version whose gates kindtest
+// knows: a gate that version does not know would otherwise surface as a
+// kubelet that never starts and a kubeadm init that waits for it until
+// the create timeout. All components know the same gates.
+func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, n *Node) error {
+	gates := c.cfg.settings.featureGates
+	if len(gates) == 0 || c.kubernetesVersion == featureGatesVersion {
+		return nil
+	}
+	res, err := n.Exec(ctx, "kubelet", "--feature-gates="+joinMap(gates), "--version")
+	if err != nil {
+		var ee *ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("cluster %s: feature gates %s: refused by the kubelet of the node image's Kubernetes %s (kindtest checks gate names before creating a cluster only for %s): %s",
+				c.name, joinMap(gates), c.kubernetesVersion, featureGatesVersion, strings.TrimSpace(res.Stderr+res.Stdout))
+		}
+		return c.nodeError(n, "check feature gates", err)
 	}
 	return nil
 }

@@ -20,14 +20,17 @@ import (
 	"fmt"
 	"go/format"
 	"os"
+	"reflect"
 	"runtime/debug"
 	"sort"
+	"strings"
 
 	"k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	metricsfeatures "k8s.io/component-base/metrics/features"
 	baseversion "k8s.io/component-base/version"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	_ "k8s.io/kubernetes/pkg/features" // registers the Kubernetes gates
 )
 
@@ -90,6 +93,29 @@ var knownFeatureGates = map[string]featureGateSpec{
 			stage = "GA"
 		}
 		fmt.Fprintf(&b, "\t%q: {stage: %q, enabled: %t, locked: %t},\n", name, stage, spec.Default, spec.LockToDefault)
+	}
+	b.WriteString("}\n")
+
+	b.WriteString(`
+// knownKubeletConfigFields are the top-level fields of featureGatesVersion's
+// KubeletConfiguration (kubelet.config.k8s.io/v1beta1).
+var knownKubeletConfigFields = map[string]bool{
+`)
+	t := reflect.TypeFor[kubeletconfig.KubeletConfiguration]()
+	var fields []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case f.Anonymous && f.Type.Name() == "TypeMeta":
+			fields = append(fields, "apiVersion", "kind")
+		case name != "" && name != "-":
+			fields = append(fields, name)
+		}
+	}
+	sort.Strings(fields)
+	for _, name := range fields {
+		fmt.Fprintf(&b, "\t%q: true,\n", name)
 	}
 	b.WriteString("}\n")
 	return format.Source(b.Bytes())
