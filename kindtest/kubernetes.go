@@ -225,16 +225,37 @@ func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, n *Node) error {
 	if len(gates) == 0 || c.kubernetesVersion == featureGatesVersion {
 		return nil
 	}
-	res, err := n.Exec(ctx, "kubelet", "--feature-gates="+joinMap(gates), "--version")
-	if err != nil {
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("cluster %s: feature gates %s: refused by the kubelet of the node image's Kubernetes %s (kindtest checks gate names before creating a cluster only for %s): %s",
-				c.name, joinMap(gates), c.kubernetesVersion, featureGatesVersion, strings.TrimSpace(res.Stderr+res.Stdout))
-		}
+	res, err := n.Exec(ctx, gateProbe(gates)...)
+	var ee *ExitError
+	if err != nil && !errors.As(err, &ee) {
 		return c.nodeError(n, "check feature gates", err)
 	}
+	if err := gateProbeVerdict(res.Stdout + res.Stderr); err != nil {
+		return fmt.Errorf("cluster %s: feature gates %s: the node image's Kubernetes %s refuses them (kindtest checks gate names before creating a cluster only for %s): %w",
+			c.name, joinMap(gates), c.kubernetesVersion, featureGatesVersion, err)
+	}
 	return nil
+}
+
+// gateProbe is a kubelet command that checks gates and stops: the kubelet
+// sets its feature gates, then validates its flags, which a label in the
+// kubernetes.io namespace fails, so it exits before doing anything.
+func gateProbe(gates map[string]bool) []string {
+	return []string{"kubelet", "--feature-gates=" + joinMap(gates), "--node-labels=kubernetes.io/kindtest-gate-probe=x"}
+}
+
+// gateProbeVerdict reads gateProbe's output: the gates passed when the
+// kubelet went on to refuse the label.
+func gateProbeVerdict(out string) error {
+	if strings.Contains(out, "kubernetes.io/kindtest-gate-probe") {
+		return nil
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "feature gate"); i >= 0 {
+			return errors.New(strings.Trim(strings.TrimSpace(l[i:]), `"`))
+		}
+	}
+	return fmt.Errorf("the kubelet said: %s", strings.TrimSpace(out))
 }
 
 // printAddon has kubeadm print an add-on's manifests into out.

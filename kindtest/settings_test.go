@@ -334,3 +334,28 @@ func TestFeatureGateListIsCurrent(t *testing.T) {
 		t.Errorf("the list is not of KubernetesVersion %s", KubernetesVersion)
 	}
 }
+
+// TestGateProbe runs the probe that checks gates on a node image of
+// another Kubernetes version with the kubelet the node image build left
+// on the host (the node's own), when there is one.
+func TestGateProbe(t *testing.T) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	kubelet := filepath.Join(dir, "kindtest", "bin", KubernetesVersion, "kubelet")
+	if _, err := os.Stat(kubelet); err != nil {
+		t.Skipf("no kubelet built on this host: %v", err)
+	}
+	for gates, want := range map[string]string{"ContainerStopSignals": "", "NoSuchGate": "unrecognized feature gate: NoSuchGate"} {
+		cmd := gateProbe(map[string]bool{gates: true})
+		out, _ := exec.Command(kubelet, cmd[1:]...).CombinedOutput()
+		err := gateProbeVerdict(string(out))
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%s: %v", gates, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%s: %v, want %q", gates, err, want)
+		}
+	}
+}
