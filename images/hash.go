@@ -15,10 +15,12 @@ import (
 // hashLength is how many hex digits of a content hash go into a tag.
 const hashLength = 12
 
-// notNodeImageInputs are files under images/ that build other images, so
-// that changing them does not rebuild the node image.
+// notNodeImageInputs are files under images/ that build other images or
+// no image at all (the feature gate list generator), so that changing them
+// does not rebuild the node image.
 var notNodeImageInputs = map[string]bool{
-	"reaper.go": true,
+	"reaper.go":                       true,
+	"kubernetes/featuregates/main.go": true,
 }
 
 // isInput reports whether the file at rel (slash-separated, relative to

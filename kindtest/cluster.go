@@ -175,6 +175,26 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		dc.Close()
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
+	version := img.Labels[images.LabelKubernetesVersion]
+	if version == "" {
+		version = KubernetesVersion
+	}
+	// What the options could not check before the image and the engine's
+	// place were known, still before anything is created.
+	var errs []error
+	if err := cfg.settings.checkVersion(cfg.image, version); err != nil {
+		errs = append(errs, err)
+	}
+	if place.kind == placementLocal {
+		// Elsewhere host paths are on the engine's host, out of reach.
+		if err := cfg.settings.checkMountSources(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	keep := cfg.keep.String()
@@ -184,10 +204,6 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	labels := clusterLabels(name, now, keep)
 	if cfg.reuse {
 		labels[LabelReuse] = reuseHash(cfg, img.ID)
-	}
-	version := img.Labels[images.LabelKubernetesVersion]
-	if version == "" {
-		version = KubernetesVersion
 	}
 	return &Cluster{
 		name:              name,

@@ -166,7 +166,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		// containerd's overlayfs snapshotter cannot stack on the container's
 		// own overlay root, so /var is a volume.
 		Volumes: map[string]string{varVolume: "/var"},
-		Binds:   []string{"/lib/modules:/lib/modules:ro"},
+		Binds:   append([]string{"/lib/modules:/lib/modules:ro"}, c.cfg.settings.binds(n.index)...),
 		Network: c.name,
 		Runtime: c.cfg.runtime,
 	}

@@ -4,8 +4,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/kindtest/kindtest/images"
 )
@@ -43,7 +47,7 @@ func newBootstrapToken() string {
 // kubeadmInitConfig is the control plane's kubeadm configuration: init,
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
-// the node may not set).
+// the node may not set), with the user's settings (see settings.go).
 //
 // kubeadm's own time limits (one minute for an API call, four for the
 // control plane to come up) are set to the create timeout, so that on a
@@ -51,13 +55,21 @@ func newBootstrapToken() string {
 //
 // extraSANs are more addresses the API server's certificate names: a
 // remote engine's address, where the API server is published.
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration, extraSANs ...string) string {
-	taints := ""
-	if singleNode {
-		// An empty list, unlike none, tells kubeadm not to taint the
-		// control plane: a single node must run workloads.
-		taints = "\n  taints: []"
-	}
+func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration, s *settings, extraSANs ...string) string {
+	etcdArgs := s.componentArgs(Etcd,
+		// The cluster lives as long as a test; losing it on a host crash is fine.
+		arg{"unsafe-no-fsync", "true"})
+	apiArgs := s.componentArgs(KubeAPIServer)
+	cmArgs := s.componentArgs(KubeControllerManager,
+		// Each node's pod range is fixed by kindtest (see nodePodSubnet).
+		arg{"allocate-node-cidrs", "false"},
+		// One control plane: no lease to wait for before controllers start.
+		arg{"leader-elect", "false"},
+		// At start each controller gets a service account and a token of its
+		// own; the default client rate limit (20/s) made that take seconds.
+		arg{"kube-api-qps", "500"},
+		arg{"kube-api-burst", "1000"})
+	schedArgs := s.componentArgs(KubeScheduler, arg{"leader-elect", "false"})
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
@@ -81,63 +93,56 @@ skipPhases:
 - addon/coredns
 - addon/kube-proxy
 nodeRegistration:
-%[4]s%[5]s
-%[13]s
+%[4]s%[12]s
 ---
 apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
-clusterName: %[6]s
-kubernetesVersion: %[7]s
+clusterName: %[5]s
+kubernetesVersion: %[6]s
 controlPlaneEndpoint: %[2]s:%[3]d
 # ECDSA keys take milliseconds to make where RSA keys take most of a second.
 encryptionAlgorithm: ECDSA-P256
 etcd:
   local:
-    extraArgs:
-    # The cluster lives as long as a test; losing it on a host crash is fine.
-    - name: unsafe-no-fsync
-      value: "true"
-networking:
-  podSubnet: %[8]s
-  serviceSubnet: %[9]s
-  dnsDomain: %[10]s
+%[14]snetworking:
+  podSubnet: %[7]s
+  serviceSubnet: %[8]s
+  dnsDomain: %[9]s
 apiServer:
   certSANs:
   - 127.0.0.1
   - localhost
   - %[2]s
-  - %[11]s%[14]s
-controllerManager:
-  extraArgs:
-  # Each node's pod range is fixed by kindtest (see nodePodSubnet).
-  - name: allocate-node-cidrs
-    value: "false"
-  # One control plane: no lease to wait for before controllers start.
-  - name: leader-elect
-    value: "false"
-  # At start each controller gets a service account and a token of its own;
-  # the default client rate limit (20/s) made that take seconds.
-  - name: kube-api-qps
-    value: "500"
-  - name: kube-api-burst
-    value: "1000"
-scheduler:
-  extraArgs:
-  - name: leader-elect
-    value: "false"
----
-%[12]s---
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
+  - %[10]s%[13]s
+%[15]scontrollerManager:
+%[16]sscheduler:
+%[17]s---
+%[11]s---
+%[18]s`, token, cp.ip, apiServerPort, nodeRegistration(cp, s, singleNode), cluster, version,
+		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp, s), kubeadmTimeouts(timeout), sanLines(extraSANs),
+		argsYAML("extraArgs", "    ", etcdArgs), argsYAML("extraArgs", "  ", apiArgs), argsYAML("extraArgs", "  ", cmArgs),
+		argsYAML("extraArgs", "  ", schedArgs), kubeProxyConfig(s))
+}
+
+// kubeProxyConfig is kube-proxy's configuration.
+func kubeProxyConfig(s *settings) string {
+	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
-clusterCIDR: %[8]s
+clusterCIDR: %s
 conntrack:
   # Zero leaves the host's conntrack table size alone.
   maxPerCore: 0
 iptables:
   minSyncPeriod: 1s
-`, token, cp.ip, apiServerPort, nodeRegistration(cp), taints, cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp), kubeadmTimeouts(timeout), sanLines(extraSANs))
+`, podSubnet)
+	if len(s.featureGates) > 0 {
+		cfg += "featureGates:\n"
+		for _, k := range slices.Sorted(maps.Keys(s.featureGates)) {
+			cfg += fmt.Sprintf("  %s: %t\n", k, s.featureGates[k])
+		}
+	}
+	return cfg
 }
 
 func sanLines(sans []string) string {
@@ -225,7 +230,7 @@ func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (str
 }
 
 // kubeadmJoinConfig is a worker's kubeadm configuration.
-func kubeadmJoinConfig(cp, n *Node, token string, timeout time.Duration) string {
+func kubeadmJoinConfig(cp, n *Node, token string, timeout time.Duration, s *settings) string {
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 skipPhases:
@@ -237,46 +242,68 @@ discovery:
     # The cluster and its network live only as long as the test.
     unsafeSkipCAVerification: true
 nodeRegistration:
-%s
-%s
+%s%s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n), kubeadmTimeouts(timeout), kubeletConfig(n))
+%s`, cp.ip, apiServerPort, token, nodeRegistration(n, s, false), kubeadmTimeouts(timeout), kubeletConfig(n, s))
 }
 
-func nodeRegistration(n *Node) string {
-	return strings.TrimRight(fmt.Sprintf(`  name: %s
+// nodeRegistration is node n's kubeadm nodeRegistration: its name, the
+// kubelet's flags (its address, its labels: kindtest's node index and
+// WithNodeLabels', WithComponentArgs' kubelet flags) and its taints.
+func nodeRegistration(n *Node, s *settings, singleNode bool) string {
+	labels := map[string]string{nodeIndexLabel: fmt.Sprint(n.index)}
+	maps.Copy(labels, s.nodeLabels[n.index])
+	kubeletArgs := s.componentArgs(Kubelet, arg{"node-ip", n.ip}, arg{"node-labels", joinLabels(labels)})
+	// feature-gates go into the KubeletConfiguration, not on the command line.
+	kubeletArgs = slices.DeleteFunc(kubeletArgs, func(a arg) bool { return a.name == "feature-gates" })
+	return fmt.Sprintf(`  name: %s
   criSocket: %s
   imagePullPolicy: Never
   ignorePreflightErrors:
   - all
-  kubeletExtraArgs:
-  - name: node-ip
-    value: %s
-  - name: node-labels
-    value: %s=%s
-`, n.name, criSocket, n.ip, "kindtest.dev/node-index", fmt.Sprint(n.index)), "\n")
+%s%s`, n.name, criSocket, argsYAML("kubeletExtraArgs", "  ", kubeletArgs), s.taintsYAML(n, singleNode))
 }
 
-// kubeletConfig is node n's kubelet configuration. The kubelet and
-// containerd both use systemd's cgroup driver, on cgroup v1 and v2 alike.
-func kubeletConfig(n *Node) string {
-	v1 := ""
+// kubeletConfig is node n's kubelet configuration: kindtest's, merged
+// with WithKubeletConfig's fields and WithFeatureGates' gates. The kubelet
+// and containerd both use systemd's cgroup driver, on cgroup v1 and v2
+// alike.
+func kubeletConfig(n *Node, s *settings) string {
+	cfg := map[string]any{
+		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
+		"kind":                        "KubeletConfiguration",
+		"cgroupDriver":                "systemd",
+		"failSwapOn":                  false,
+		"serializeImagePulls":         false,
+		"imageGCHighThresholdPercent": 100,
+		// No disk-pressure evictions: the nodes share the host's disk.
+		"evictionHard": map[string]any{
+			"imagefs.available": "0%",
+			"nodefs.available":  "0%",
+			"nodefs.inodesFree": "0%",
+		},
+	}
 	if !n.cgroupV2 {
 		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
 		// runners) unless told otherwise; on v2 the default stands.
-		v1 = "failCgroupV1: false\n"
+		cfg["failCgroupV1"] = false
 	}
-	return `apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: systemd
-` + v1 + `failSwapOn: false
-serializeImagePulls: false
-imageGCHighThresholdPercent: 100
-evictionHard:
-  imagefs.available: "0%"
-  nodefs.available: "0%"
-  nodefs.inodesFree: "0%"
-`
+	merge(cfg, s.kubeletConfig)
+	if len(s.featureGates) > 0 {
+		gates := map[string]any{}
+		for k, v := range s.featureGates {
+			gates[k] = v
+		}
+		cfg["featureGates"] = gates
+	}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfg); err != nil {
+		// Only maps, strings, numbers and booleans are in it.
+		panic(fmt.Sprintf("kubelet configuration: %v", err))
+	}
+	return b.String()
 }
 
 // cniConfig is node i's pod network: a bridge on the node's own /24.

@@ -94,7 +94,7 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 			}
 			return concurrent.Each(len(c.nodes)-1, func(i int) error {
 				n := c.nodes[i+1]
-				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout), "join")
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
 			})
 		}); err != nil {
 			return err
@@ -166,8 +166,11 @@ fi
 // prepareControlPlane writes the control plane's kubeadm configuration
 // and runs the init phases that need no running system, before boot.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
+	if err := c.checkFeatureGatesOnNode(ctx, cp); err != nil {
+		return err
+	}
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, c.place.certSANs()...)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, &c.cfg.settings, c.place.certSANs()...)); err != nil {
 		return err
 	}
 	var script strings.Builder
@@ -210,6 +213,49 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return c.nodeError(cp, "write add-on manifests", err)
 	}
 	return nil
+}
+
+// checkFeatureGatesOnNode has the node's kubelet check the feature gates
+// when the node image's Kubernetes is not the version whose gates kindtest
+// knows: a gate that version does not know would otherwise surface as a
+// kubelet that never starts and a kubeadm init that waits for it until
+// the create timeout. All components know the same gates.
+func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, n *Node) error {
+	gates := c.cfg.settings.featureGates
+	if len(gates) == 0 || c.kubernetesVersion == featureGatesVersion {
+		return nil
+	}
+	res, err := n.Exec(ctx, gateProbe(gates)...)
+	var ee *ExitError
+	if err != nil && !errors.As(err, &ee) {
+		return c.nodeError(n, "check feature gates", err)
+	}
+	if err := gateProbeVerdict(res.Stdout + res.Stderr); err != nil {
+		return fmt.Errorf("cluster %s: feature gates %s: the node image's Kubernetes %s refuses them (kindtest checks gate names before creating a cluster only for %s): %w",
+			c.name, joinMap(gates), c.kubernetesVersion, featureGatesVersion, err)
+	}
+	return nil
+}
+
+// gateProbe is a kubelet command that checks gates and stops: the kubelet
+// sets its feature gates, then validates its flags, which a label in the
+// kubernetes.io namespace fails, so it exits before doing anything.
+func gateProbe(gates map[string]bool) []string {
+	return []string{"kubelet", "--feature-gates=" + joinMap(gates), "--node-labels=kubernetes.io/kindtest-gate-probe=x"}
+}
+
+// gateProbeVerdict reads gateProbe's output: the gates passed when the
+// kubelet went on to refuse the label.
+func gateProbeVerdict(out string) error {
+	if strings.Contains(out, "kubernetes.io/kindtest-gate-probe") {
+		return nil
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "feature gate"); i >= 0 {
+			return errors.New(strings.Trim(strings.TrimSpace(l[i:]), `"`))
+		}
+	}
+	return fmt.Errorf("the kubelet said: %s", strings.TrimSpace(out))
 }
 
 // printAddon has kubeadm print an add-on's manifests into out.

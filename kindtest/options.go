@@ -81,6 +81,9 @@ type config struct {
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
+	// settings are what the options of settings.go set: feature gates,
+	// component flags, kubelet configuration, node labels, taints, mounts.
+	settings settings
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -117,10 +120,12 @@ func newConfig(opts []Option) (*config, error) {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	// Conflicts are checked even when an option failed, so that every
+	// mistake is reported at once.
+	if err := errors.Join(append(errs, cfg.validate())...); err != nil {
 		return nil, err
 	}
-	return cfg, cfg.validate()
+	return cfg, nil
 }
 
 // fromEnv applies the environment variables a user sets without touching
@@ -185,6 +190,7 @@ func (c *config) validate() error {
 	if c.deleteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
+	errs = append(errs, c.settings.validate(c)...)
 	return errors.Join(errs...)
 }
 

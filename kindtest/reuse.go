@@ -20,9 +20,15 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, and the same prefix.
+// workers, with or without Kubernetes, the same prefix and the same
+// settings (feature gates, flags, labels, taints, mounts...).
 func reuseHash(cfg *config, imageID string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)))
+	key := fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)
+	if f := cfg.settings.fingerprint(); f != "" {
+		// Only then: clusters kept with the default settings stay reusable.
+		key += "|" + f
+	}
+	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])[:16]
 }
 

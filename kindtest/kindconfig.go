@@ -1,0 +1,228 @@
+package kindtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// kindUnsupported explains, per field of kind's v1alpha4 Cluster, why
+// kindtest cannot honour it.
+var kindUnsupported = map[string]string{
+	"name":                               "kindtest names clusters itself: use WithNamePrefix",
+	"kubeadmConfigPatches":               "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig, WithFeatureGates or WithRuntimeConfig",
+	"kubeadmConfigPatchesJSON6902":       "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig, WithFeatureGates or WithRuntimeConfig",
+	"containerdConfigPatches":            "the node image's containerd configuration is fixed",
+	"containerdConfigPatchesJSON6902":    "the node image's containerd configuration is fixed",
+	"nodes.image":                        "every node runs the cluster's node image: use WithImage",
+	"nodes.extraPortMappings":            "kindtest publishes only the API server's port",
+	"nodes.kubeadmConfigPatches":         "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
+	"nodes.kubeadmConfigPatchesJSON6902": "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
+	"networking.ipFamily":                "kindtest clusters are IPv4 only",
+	"networking.apiServerAddress":        "kindtest decides where the API server is published (see the README: Which engine, and from where)",
+	"networking.apiServerPort":           "the engine picks the API server's host port",
+	"networking.podSubnet":               "kindtest's pod range is fixed at " + podSubnet,
+	"networking.serviceSubnet":           "kindtest's Service range is fixed at " + serviceSubnet,
+	"networking.disableDefaultCNI":       "kindtest's pod network is a bridge written before boot and cannot be left out",
+	"networking.kubeProxyMode":           "kube-proxy runs in iptables mode",
+	"networking.dnsSearch":               "the nodes' DNS search list is the engine's",
+}
+
+// kindDefaults are values of unsupported fields that are what kindtest
+// does anyway, so that a kind config spelling them out is accepted.
+var kindDefaults = map[string]string{
+	"networking.ipFamily":          "ipv4",
+	"networking.podSubnet":         podSubnet,
+	"networking.serviceSubnet":     serviceSubnet,
+	"networking.kubeProxyMode":     "iptables",
+	"networking.disableDefaultCNI": "false",
+}
+
+// WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
+// kind: Cluster), for the part kindtest supports: nodes (exactly one with
+// role control-plane, any number with role worker, in the order given;
+// their labels and extraMounts, without selinuxRelabel or propagation),
+// featureGates and runtimeConfig. The workers set the worker count as
+// WithWorkers would, and the control plane is node 0 whatever its place in
+// the list, the workers 1 to n in order. Every other field is an error
+// naming the field and why: name, kubeadmConfigPatches(JSON6902),
+// containerdConfigPatches(JSON6902), nodes[].image,
+// nodes[].extraPortMappings, nodes[].kubeadmConfigPatches and every
+// networking field (ipFamily, podSubnet, serviceSubnet, kubeProxyMode and
+// disableDefaultCNI are accepted when they state kindtest's own values:
+// ipv4, 10.244.0.0/16, 10.96.0.0/16, iptables, false). Options after it
+// add to or override what it set. Default: none.
+func WithKindConfig(data []byte) Option {
+	return func(c *config) error {
+		if err := applyKindConfig(c, data); err != nil {
+			return fmt.Errorf("kind config: %w", err)
+		}
+		return nil
+	}
+}
+
+// WithKindConfigFile is WithKindConfig with the file at path.
+func WithKindConfigFile(path string) Option {
+	return func(c *config) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("kind config: %w", err)
+		}
+		if err := applyKindConfig(c, data); err != nil {
+			return fmt.Errorf("kind config %s: %w", path, err)
+		}
+		return nil
+	}
+}
+
+type kindCluster struct {
+	Kind          string            `yaml:"kind"`
+	APIVersion    string            `yaml:"apiVersion"`
+	Nodes         []kindNode        `yaml:"nodes"`
+	FeatureGates  map[string]bool   `yaml:"featureGates"`
+	RuntimeConfig map[string]string `yaml:"runtimeConfig"`
+}
+
+type kindNode struct {
+	Role        string            `yaml:"role"`
+	Labels      map[string]string `yaml:"labels"`
+	ExtraMounts []kindMount       `yaml:"extraMounts"`
+}
+
+type kindMount struct {
+	HostPath       string `yaml:"hostPath"`
+	ContainerPath  string `yaml:"containerPath"`
+	ReadOnly       bool   `yaml:"readOnly"`
+	SelinuxRelabel bool   `yaml:"selinuxRelabel"`
+	Propagation    string `yaml:"propagation"`
+}
+
+func applyKindConfig(c *config, data []byte) error {
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("not YAML: %w", err)
+	}
+	if raw == nil {
+		return errors.New("empty")
+	}
+	var errs []error
+	unsupported := func(field string, value any) {
+		if d, ok := kindDefaults[field]; ok && fmt.Sprint(value) == d {
+			return
+		}
+		errs = append(errs, fmt.Errorf("field %s is not supported by kindtest: %s (kindtest supports %s)", field, kindUnsupported[field], kindFieldList))
+	}
+	known := map[string]bool{"kind": true, "apiVersion": true, "nodes": true, "featureGates": true, "runtimeConfig": true, "networking": true}
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		switch {
+		case kindUnsupported[k] != "":
+			unsupported(k, raw[k])
+		case !known[k]:
+			errs = append(errs, fmt.Errorf("field %s: not a field of kind's v1alpha4 Cluster", k))
+		}
+	}
+	if nw, ok := raw["networking"].(map[string]any); ok {
+		for _, k := range slices.Sorted(maps.Keys(nw)) {
+			if kindUnsupported["networking."+k] != "" {
+				unsupported("networking."+k, nw[k])
+			} else {
+				errs = append(errs, fmt.Errorf("field networking.%s: not a field of kind's v1alpha4 Cluster", k))
+			}
+		}
+	} else if raw["networking"] != nil {
+		errs = append(errs, errors.New("field networking: not a mapping"))
+	}
+	if nodes, ok := raw["nodes"].([]any); ok {
+		nodeKnown := map[string]bool{"role": true, "labels": true, "extraMounts": true}
+		for i, n := range nodes {
+			m, ok := n.(map[string]any)
+			if !ok {
+				errs = append(errs, fmt.Errorf("field nodes[%d]: not a mapping", i))
+				continue
+			}
+			for _, k := range slices.Sorted(maps.Keys(m)) {
+				switch {
+				case kindUnsupported["nodes."+k] != "":
+					errs = append(errs, fmt.Errorf("field nodes[%d].%s is not supported by kindtest: %s", i, k, kindUnsupported["nodes."+k]))
+				case !nodeKnown[k]:
+					errs = append(errs, fmt.Errorf("field nodes[%d].%s: not a field of kind's v1alpha4 Node", i, k))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+
+	var kc kindCluster
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&kc); err != nil {
+		return fmt.Errorf("not a kind Cluster: %w", err)
+	}
+	if kc.Kind != "Cluster" || kc.APIVersion != "kind.x-k8s.io/v1alpha4" {
+		return fmt.Errorf("kind %q, apiVersion %q: want kind: Cluster, apiVersion: kind.x-k8s.io/v1alpha4", kc.Kind, kc.APIVersion)
+	}
+	// Node 0 is the control plane, then the workers in order.
+	order := []kindNode{}
+	cps := 0
+	for i, n := range kc.Nodes {
+		switch n.Role {
+		case "control-plane":
+			cps++
+			order = append([]kindNode{n}, order...)
+		case "worker":
+			order = append(order, n)
+		default:
+			errs = append(errs, fmt.Errorf("nodes[%d].role %q: use control-plane or worker", i, n.Role))
+		}
+		for j, m := range n.ExtraMounts {
+			if m.SelinuxRelabel {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraMounts[%d].selinuxRelabel is not supported by kindtest", i, j))
+			}
+			if m.Propagation != "" && m.Propagation != "None" {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraMounts[%d].propagation %q is not supported by kindtest (only None)", i, j, m.Propagation))
+			}
+		}
+	}
+	switch {
+	case len(kc.Nodes) == 0:
+		// kind's default: one control-plane node.
+		order = []kindNode{{Role: "control-plane"}}
+	case cps != 1:
+		errs = append(errs, fmt.Errorf("nodes: %d with role control-plane: kindtest clusters have exactly one", cps))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.workers = len(order) - 1
+	opts := []Option{}
+	if len(kc.FeatureGates) > 0 {
+		opts = append(opts, WithFeatureGates(kc.FeatureGates))
+	}
+	if len(kc.RuntimeConfig) > 0 {
+		opts = append(opts, WithRuntimeConfig(kc.RuntimeConfig))
+	}
+	for i, n := range order {
+		if len(n.Labels) > 0 {
+			opts = append(opts, WithNodeLabels(i, n.Labels))
+		}
+		for _, m := range n.ExtraMounts {
+			opts = append(opts, WithNodeMounts(i, Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly}))
+		}
+	}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// kindFieldList is the supported subset, for messages.
+var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "featureGates", "runtimeConfig"}, ", ")

@@ -1,0 +1,683 @@
+package kindtest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Component names a Kubernetes component whose command line
+// WithComponentArgs extends.
+type Component string
+
+// The components WithComponentArgs accepts.
+const (
+	KubeAPIServer         Component = "kube-apiserver"
+	KubeControllerManager Component = "kube-controller-manager"
+	KubeScheduler         Component = "kube-scheduler"
+	Etcd                  Component = "etcd"
+	Kubelet               Component = "kubelet"
+)
+
+// Mount is a path of the engine's host mounted into a node container.
+type Mount struct {
+	// HostPath is an absolute path on the engine's host.
+	HostPath string
+	// ContainerPath is an absolute path in the node container.
+	ContainerPath string
+	// ReadOnly mounts it read-only.
+	ReadOnly bool
+}
+
+// settings are the cluster settings of settings.go's options: what the
+// components run with and what the nodes carry. The zero value is the
+// default cluster.
+type settings struct {
+	featureGates  map[string]bool
+	runtimeConfig map[string]string
+	args          map[Component][]arg // in the order given; a later name replaces an earlier one
+	kubeletConfig map[string]any      // merged patches
+	nodeLabels    map[int]map[string]string
+	nodeTaints    map[int][]taint
+	nodeMounts    map[int][]Mount
+}
+
+type arg struct{ name, value string }
+
+type taint struct{ key, value, effect string }
+
+func (t taint) String() string {
+	if t.value == "" {
+		return t.key + ":" + t.effect
+	}
+	return t.key + "=" + t.value + ":" + t.effect
+}
+
+// WithFeatureGates turns Kubernetes feature gates on or off in every
+// component: kube-apiserver, kube-controller-manager and kube-scheduler
+// (--feature-gates), the kubelet (featureGates of its
+// KubeletConfiguration) and kube-proxy (featureGates of its
+// KubeProxyConfiguration). Several calls add up; a later value for a gate
+// wins. Default: none, every gate at its default.
+//
+// Gate names are checked before anything is created against the list of
+// gates of KubernetesVersion generated from the Kubernetes source (unknown
+// gates, and locked gates set against their locked value, are errors).
+// When the node image carries another Kubernetes version only the syntax
+// is checked here; the node's kubelet then checks the gates before boot and
+// its refusal is the error.
+func WithFeatureGates(gates map[string]bool) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, name := range slices.Sorted(maps.Keys(gates)) {
+			if !gateNamePattern.MatchString(name) {
+				errs = append(errs, fmt.Errorf("feature gate %q: a gate name is letters and digits, starting with a letter (e.g. ContainerStopSignals)", name))
+				continue
+			}
+			if c.settings.featureGates == nil {
+				c.settings.featureGates = map[string]bool{}
+			}
+			c.settings.featureGates[name] = gates[name]
+		}
+		return errors.Join(errs...)
+	}
+}
+
+var gateNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
+// WithRuntimeConfig enables or disables API groups and versions in the
+// API server (its --runtime-config), e.g. {"api/alpha": "true"} or
+// {"internal.apiserver.k8s.io/v1alpha1": "true"}. Several calls add up; a
+// later value for a key wins. Default: none, the API server's defaults.
+func WithRuntimeConfig(cfg map[string]string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(cfg)) {
+			v := cfg[k]
+			switch {
+			case !runtimeConfigKeyPattern.MatchString(k):
+				errs = append(errs, fmt.Errorf("runtime config %q: a key is api/all, api/alpha, api/beta, api/ga, GROUP/VERSION or GROUP/VERSION/RESOURCE", k))
+			case v != "true" && v != "false":
+				errs = append(errs, fmt.Errorf("runtime config %s=%q: the value is \"true\" or \"false\"", k, v))
+			default:
+				if c.settings.runtimeConfig == nil {
+					c.settings.runtimeConfig = map[string]string{}
+				}
+				c.settings.runtimeConfig[k] = v
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+var runtimeConfigKeyPattern = regexp.MustCompile(`^(v1|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]+(/[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?)$`)
+
+// flagRule says what kindtest does with a flag it sets itself.
+type flagRule struct {
+	// use is non-empty for flags kindtest owns: an argument setting it is
+	// refused with this advice.
+	use string
+}
+
+// ownFlags are the flags, per component, that kindtest or kubeadm sets from
+// the cluster's layout, so that changing them would break the cluster or
+// another option sets them. Flags kindtest only tunes (etcd's
+// unsafe-no-fsync, the controller-manager's and scheduler's leader-elect,
+// the controller-manager's kube-api-qps and kube-api-burst) may be
+// overridden: the argument given replaces kindtest's value.
+var ownFlags = map[Component]map[string]string{
+	KubeAPIServer: {
+		"feature-gates":            "use WithFeatureGates",
+		"runtime-config":           "use WithRuntimeConfig",
+		"advertise-address":        "kindtest advertises the control plane's address on the cluster network",
+		"secure-port":              "kindtest publishes the API server's port 6443",
+		"etcd-servers":             "kindtest runs a local etcd for the API server",
+		"service-cluster-ip-range": "kindtest's Service range is fixed at " + serviceSubnet,
+	},
+	KubeControllerManager: {
+		"feature-gates":            "use WithFeatureGates",
+		"allocate-node-cidrs":      "kindtest gives each node a fixed pod range (10.244.<node index>.0/24) before boot",
+		"cluster-cidr":             "kindtest's pod range is fixed at " + podSubnet,
+		"service-cluster-ip-range": "kindtest's Service range is fixed at " + serviceSubnet,
+	},
+	KubeScheduler: {
+		"feature-gates": "use WithFeatureGates",
+	},
+	Etcd: {
+		"data-dir": "kubeadm keeps etcd's data in /var/lib/etcd",
+	},
+	Kubelet: {
+		"feature-gates":              "use WithFeatureGates",
+		"node-ip":                    "kindtest sets the node's address on the cluster network",
+		"node-labels":                "use WithNodeLabels",
+		"register-with-taints":       "use WithNodeTaints",
+		"config":                     "use WithKubeletConfig",
+		"kubeconfig":                 "kubeadm writes the kubelet's kubeconfig",
+		"bootstrap-kubeconfig":       "kubeadm writes the kubelet's kubeconfig",
+		"hostname-override":          "node names are kindtest's",
+		"container-runtime-endpoint": "the nodes run containerd at " + criSocket,
+	},
+}
+
+var flagNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// WithComponentArgs adds command-line flags to a component:
+// KubeAPIServer, KubeControllerManager, KubeScheduler and Etcd on the
+// control plane, Kubelet on every node. Each argument is "--name=value"
+// or "name=value". Several calls add up; a flag given again replaces its
+// earlier value, and so does a flag kindtest only tunes (etcd's
+// unsafe-no-fsync, leader-elect, kube-api-qps, kube-api-burst). Flags that
+// kindtest or kubeadm set from the cluster's layout, or that another
+// option sets (feature-gates, runtime-config, node-labels, ...), are
+// refused with the reason. Default: none.
+func WithComponentArgs(component Component, args ...string) Option {
+	return func(c *config) error {
+		own, ok := ownFlags[component]
+		if !ok {
+			return fmt.Errorf("component args: unknown component %q: use KubeAPIServer, KubeControllerManager, KubeScheduler, Etcd or Kubelet", component)
+		}
+		var errs []error
+		for _, a := range args {
+			s := strings.TrimPrefix(a, "--")
+			name, value, found := strings.Cut(s, "=")
+			switch {
+			case !found || !flagNamePattern.MatchString(name) || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--"):
+				errs = append(errs, fmt.Errorf("component args: %s: %q is not a flag: write --name=value or name=value", component, a))
+			case own[name] != "":
+				errs = append(errs, fmt.Errorf("component args: %s: --%s is set by kindtest: %s", component, name, own[name]))
+			default:
+				if c.settings.args == nil {
+					c.settings.args = map[Component][]arg{}
+				}
+				c.settings.args[component] = setArg(c.settings.args[component], arg{name, value})
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// setArg sets a in list, replacing an argument of the same name in place.
+func setArg(list []arg, a arg) []arg {
+	for i := range list {
+		if list[i].name == a.name {
+			list[i] = a
+			return list
+		}
+	}
+	return append(list, a)
+}
+
+// kubeletConfigOwn are KubeletConfiguration fields WithKubeletConfig may
+// not set, and why.
+var kubeletConfigOwn = map[string]string{
+	"apiVersion":   "kindtest writes kubelet.config.k8s.io/v1beta1",
+	"kind":         "kindtest writes a KubeletConfiguration",
+	"cgroupDriver": "containerd in the node uses systemd's cgroup driver, and so must the kubelet",
+	"featureGates": "use WithFeatureGates",
+}
+
+// WithKubeletConfig merges fields into the KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
+// kindtest writes for every node's kubelet: patch is a YAML (or JSON)
+// mapping of its fields, e.g. "maxPods: 50\nsystemReserved:\n  memory: 100Mi".
+// Mappings merge key by key, any other value replaces kindtest's. Unknown
+// top-level fields of KubernetesVersion's KubeletConfiguration are errors,
+// and so are apiVersion, kind, cgroupDriver and featureGates (use
+// WithFeatureGates). Several calls merge in order. Default: kindtest's
+// configuration alone (systemd cgroup driver, no swap check, no image
+// garbage collection or disk-pressure eviction).
+func WithKubeletConfig(patch string) Option {
+	return func(c *config) error {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(patch), &m); err != nil {
+			return fmt.Errorf("kubelet config: not a YAML mapping: %w", err)
+		}
+		if m == nil {
+			return errors.New("kubelet config: empty: give a YAML mapping of KubeletConfiguration fields")
+		}
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if why := kubeletConfigOwn[k]; why != "" {
+				errs = append(errs, fmt.Errorf("kubelet config: field %s: set by kindtest: %s", k, why))
+			} else if !knownKubeletConfigFields[k] {
+				errs = append(errs, fmt.Errorf("kubelet config: field %s: not a field of the KubeletConfiguration of Kubernetes %s (names are case-sensitive, e.g. maxPods)", k, featureGatesVersion))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		if c.settings.kubeletConfig == nil {
+			c.settings.kubeletConfig = map[string]any{}
+		}
+		merge(c.settings.kubeletConfig, m)
+		return nil
+	}
+}
+
+// merge merges src into dst: mappings key by key, other values replace.
+func merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				merge(dm, sm)
+				continue
+			}
+			cp := map[string]any{}
+			merge(cp, sm)
+			dst[k] = cp
+			continue
+		}
+		dst[k] = v
+	}
+}
+
+// WithNodeLabels puts labels on a node: node 0 is the control plane, 1 to
+// n the workers of WithWorkers(n). The kubelet registers the node with
+// them (kubeadm's nodeRegistration, --node-labels), so the node has them
+// from its first appearance. The kubelet refuses labels in the
+// kubernetes.io and k8s.io namespaces other than node.kubernetes.io/...,
+// kubelet.kubernetes.io/... and a few well-known ones, so those are
+// refused here; add others with `kubectl label` once the cluster is up.
+// Several calls add up. Default: only kindtest's kindtest.dev/node-index.
+func WithNodeLabels(node int, labels map[string]string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			v := labels[k]
+			if err := checkLabel(k, v); err != nil {
+				errs = append(errs, fmt.Errorf("node %d label %s=%s: %w", node, k, v, err))
+				continue
+			}
+			if c.settings.nodeLabels == nil {
+				c.settings.nodeLabels = map[int]map[string]string{}
+			}
+			if c.settings.nodeLabels[node] == nil {
+				c.settings.nodeLabels[node] = map[string]string{}
+			}
+			c.settings.nodeLabels[node][k] = v
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// nodeIndexLabel is the label kindtest puts on every node.
+const nodeIndexLabel = "kindtest.dev/node-index"
+
+var (
+	labelNamePattern = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	dnsSubdomain     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	// kubeletLabels are the kubernetes.io labels the kubelet accepts in
+	// --node-labels besides the node.kubernetes.io and
+	// kubelet.kubernetes.io namespaces.
+	kubeletLabels = map[string]bool{
+		"kubernetes.io/hostname": true, "kubernetes.io/arch": true, "kubernetes.io/os": true,
+		"beta.kubernetes.io/arch": true, "beta.kubernetes.io/os": true, "beta.kubernetes.io/instance-type": true,
+		"node.kubernetes.io/instance-type":         true,
+		"failure-domain.beta.kubernetes.io/region": true, "failure-domain.beta.kubernetes.io/zone": true,
+		"topology.kubernetes.io/region": true, "topology.kubernetes.io/zone": true,
+	}
+)
+
+// checkQualifiedName checks a label or taint key: [prefix/]name.
+func checkQualifiedName(k string) error {
+	prefix, name, found := strings.Cut(k, "/")
+	if !found {
+		prefix, name = "", k
+	}
+	switch {
+	case found && (len(prefix) > 253 || !dnsSubdomain.MatchString(prefix)):
+		return fmt.Errorf("key prefix %q is not a DNS subdomain", prefix)
+	case len(name) > 63 || !labelNamePattern.MatchString(name):
+		return fmt.Errorf("key name %q: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", name)
+	}
+	return nil
+}
+
+func checkLabelValue(v string) error {
+	if v != "" && (len(v) > 63 || !labelNamePattern.MatchString(v)) {
+		return fmt.Errorf("value %q: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", v)
+	}
+	return nil
+}
+
+func checkLabel(k, v string) error {
+	if err := checkQualifiedName(k); err != nil {
+		return err
+	}
+	if err := checkLabelValue(v); err != nil {
+		return err
+	}
+	if k == nodeIndexLabel {
+		return errors.New("kindtest sets this label itself")
+	}
+	prefix, _, found := strings.Cut(k, "/")
+	if !found || kubeletLabels[k] {
+		return nil
+	}
+	for _, ns := range []string{"kubernetes.io", "k8s.io"} {
+		if prefix != ns && !strings.HasSuffix(prefix, "."+ns) {
+			continue
+		}
+		for _, ok := range []string{"node.kubernetes.io", "kubelet.kubernetes.io"} {
+			if prefix == ok || strings.HasSuffix(prefix, "."+ok) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the kubelet refuses labels in the %s namespace other than node.kubernetes.io/..., kubelet.kubernetes.io/... and a few well-known ones: apply it with `kubectl label` once the cluster is up", ns)
+	}
+	return nil
+}
+
+// WithNodeTaints taints a node (0 the control plane, 1 to n the workers)
+// as it registers (kubeadm's nodeRegistration.taints). Each taint is
+// "key=value:Effect" or "key:Effect", Effect being NoSchedule,
+// PreferNoSchedule or NoExecute. On the control plane of a cluster with
+// workers they come in addition to kubeadm's
+// node-role.kubernetes.io/control-plane:NoSchedule. Several calls add up.
+// Default: no taints, but that control-plane taint when there are workers.
+func WithNodeTaints(node int, taints ...string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, s := range taints {
+			t, err := parseTaint(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %d taint %q: %w", node, s, err))
+				continue
+			}
+			if c.settings.nodeTaints == nil {
+				c.settings.nodeTaints = map[int][]taint{}
+			}
+			c.settings.nodeTaints[node] = append(c.settings.nodeTaints[node], t)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func parseTaint(s string) (taint, error) {
+	i := strings.LastIndex(s, ":")
+	if i < 0 {
+		return taint{}, errors.New("write key=value:Effect or key:Effect")
+	}
+	kv, effect := s[:i], s[i+1:]
+	switch effect {
+	case "NoSchedule", "PreferNoSchedule", "NoExecute":
+	default:
+		return taint{}, fmt.Errorf("effect %q: use NoSchedule, PreferNoSchedule or NoExecute", effect)
+	}
+	k, v, _ := strings.Cut(kv, "=")
+	if err := checkQualifiedName(k); err != nil {
+		return taint{}, err
+	}
+	if err := checkLabelValue(v); err != nil {
+		return taint{}, err
+	}
+	return taint{k, v, effect}, nil
+}
+
+// reservedMountPoints are the node paths kindtest itself mounts, or that
+// a mount over would break the node.
+var reservedMountPoints = []string{"/", "/var", "/tmp", "/run", "/lib/modules", "/proc", "/sys", "/dev", "/etc", "/usr"}
+
+// WithNodeMounts mounts paths of the engine's host into a node container
+// (0 the control plane, 1 to n the workers), as kind's extraMounts do.
+// Both paths must be absolute; a container path may not be one kindtest
+// mounts itself (/var, /tmp, /run, /lib/modules) or a system directory.
+// With a local engine the host path must exist, checked before anything
+// is created. With a remote engine (DOCKER_HOST=tcp://...) or from inside
+// a container of the engine, the host path is on the engine's host and
+// cannot be checked from here: the engine creates a missing one as an
+// empty directory. Several calls add up. Default: none.
+func WithNodeMounts(node int, mounts ...Mount) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, m := range mounts {
+			if err := checkMount(m); err != nil {
+				errs = append(errs, fmt.Errorf("node %d mount %s:%s: %w", node, m.HostPath, m.ContainerPath, err))
+				continue
+			}
+			if c.settings.nodeMounts == nil {
+				c.settings.nodeMounts = map[int][]Mount{}
+			}
+			m.HostPath, m.ContainerPath = path.Clean(m.HostPath), path.Clean(m.ContainerPath)
+			c.settings.nodeMounts[node] = append(c.settings.nodeMounts[node], m)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+func checkMount(m Mount) error {
+	for _, p := range []struct{ what, p string }{{"host path", m.HostPath}, {"container path", m.ContainerPath}} {
+		switch {
+		case !path.IsAbs(p.p):
+			return fmt.Errorf("%s %q is not absolute", p.what, p.p)
+		case strings.ContainsAny(p.p, ":,"):
+			return fmt.Errorf("%s %q: ':' and ',' cannot be mounted", p.what, p.p)
+		}
+	}
+	if slices.Contains(reservedMountPoints, path.Clean(m.ContainerPath)) {
+		return fmt.Errorf("container path %s is one kindtest or the node's system needs: mount below another directory", path.Clean(m.ContainerPath))
+	}
+	return nil
+}
+
+// validate checks the settings against the rest of the configuration,
+// once all options are applied.
+func (s *settings) validate(c *config) []error {
+	var errs []error
+	checkNode := func(what string, node int) {
+		if node < 0 || node > c.workers {
+			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the control plane, 1 to %d the workers (WithWorkers(%d))", what, node, c.workers, c.workers))
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeLabels)) {
+		checkNode("labels", n)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeTaints)) {
+		checkNode("taints", n)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
+		checkNode("mounts", n)
+		seen := map[string]bool{}
+		for _, m := range s.nodeMounts[n] {
+			if seen[m.ContainerPath] {
+				errs = append(errs, fmt.Errorf("mounts on node %d: %s is mounted twice", n, m.ContainerPath))
+			}
+			seen[m.ContainerPath] = true
+		}
+	}
+	if !c.kubernetes {
+		for what, set := range map[string]bool{
+			"WithFeatureGates": len(s.featureGates) > 0, "WithRuntimeConfig": len(s.runtimeConfig) > 0,
+			"WithComponentArgs": len(s.args) > 0, "WithKubeletConfig": len(s.kubeletConfig) > 0,
+			"WithNodeLabels": len(s.nodeLabels) > 0, "WithNodeTaints": len(s.nodeTaints) > 0,
+		} {
+			if set {
+				errs = append(errs, fmt.Errorf("%s: configures Kubernetes, which WithoutKubernetes leaves out", what))
+			}
+		}
+	}
+	// The default image carries the version the gate list was made from;
+	// another image is checked once its version is known (checkVersion).
+	if c.image == DefaultImage {
+		errs = append(errs, s.checkFeatureGates()...)
+	}
+	return errs
+}
+
+// checkFeatureGates checks the gates against the generated list of
+// featureGatesVersion's gates.
+func (s *settings) checkFeatureGates() []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(s.featureGates)) {
+		spec, ok := knownFeatureGates[name]
+		if !ok {
+			hint := ""
+			for known := range knownFeatureGates {
+				if strings.EqualFold(known, name) {
+					hint = fmt.Sprintf(" (did you mean %s?)", known)
+				}
+			}
+			errs = append(errs, fmt.Errorf("feature gate %s: not a feature gate of Kubernetes %s%s", name, featureGatesVersion, hint))
+			continue
+		}
+		if spec.locked && s.featureGates[name] != spec.enabled {
+			errs = append(errs, fmt.Errorf("feature gate %s=%t: %s in Kubernetes %s and locked to %t", name, s.featureGates[name], spec.stage, featureGatesVersion, spec.enabled))
+		}
+	}
+	return errs
+}
+
+// checkVersion checks what could only be checked once the node image's
+// Kubernetes version is known: the gates, when the generated list is of
+// that version.
+func (s *settings) checkVersion(image, version string) error {
+	if image == DefaultImage || version != featureGatesVersion {
+		return nil
+	}
+	return errors.Join(s.checkFeatureGates()...)
+}
+
+// checkMountSources checks that the host paths of mounts exist; only
+// meaningful when the engine's host is this one.
+func (s *settings) checkMountSources() error {
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
+		for _, m := range s.nodeMounts[n] {
+			if _, err := os.Stat(m.HostPath); err != nil {
+				errs = append(errs, fmt.Errorf("node %d mount %s:%s: host path: %w", n, m.HostPath, m.ContainerPath, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// binds are node i's extra mounts as the engine's "src:dst[:ro]".
+func (s *settings) binds(i int) []string {
+	var out []string
+	for _, m := range s.nodeMounts[i] {
+		b := m.HostPath + ":" + m.ContainerPath
+		if m.ReadOnly {
+			b += ":ro"
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// fingerprint identifies the settings for reuse: clusters made with other
+// settings are not reused. "" for the default settings.
+func (s *settings) fingerprint() string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(s.featureGates)) {
+		fmt.Fprintf(&b, "gate %s=%t\n", k, s.featureGates[k])
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.runtimeConfig)) {
+		fmt.Fprintf(&b, "runtime %s=%s\n", k, s.runtimeConfig[k])
+	}
+	for _, comp := range slices.Sorted(maps.Keys(s.args)) {
+		for _, a := range s.args[comp] {
+			fmt.Fprintf(&b, "arg %s %s=%s\n", comp, a.name, a.value)
+		}
+	}
+	if len(s.kubeletConfig) > 0 {
+		y, _ := yaml.Marshal(s.kubeletConfig)
+		fmt.Fprintf(&b, "kubelet %s\n", y)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeLabels)) {
+		fmt.Fprintf(&b, "labels %d %s\n", n, joinLabels(s.nodeLabels[n]))
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeTaints)) {
+		fmt.Fprintf(&b, "taints %d %v\n", n, s.nodeTaints[n])
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
+		fmt.Fprintf(&b, "mounts %d %q\n", n, s.binds(n))
+	}
+	return b.String()
+}
+
+// The rendering of the settings into kubeadm's configuration.
+
+// joinLabels is labels as --node-labels takes them, sorted.
+func joinLabels(labels map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// joinMap is m as k=v,k=v, sorted, the form of --feature-gates and
+// --runtime-config.
+func joinMap[V any](m map[string]V) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// componentArgs is the extraArgs list of a component: kindtest's
+// defaults, then what the settings add, a later name replacing an earlier.
+func (s *settings) componentArgs(comp Component, defaults ...arg) []arg {
+	list := slices.Clone(defaults)
+	if len(s.featureGates) > 0 && comp != Etcd {
+		list = setArg(list, arg{"feature-gates", joinMap(s.featureGates)})
+	}
+	if len(s.runtimeConfig) > 0 && comp == KubeAPIServer {
+		list = setArg(list, arg{"runtime-config", joinMap(s.runtimeConfig)})
+	}
+	for _, a := range s.args[comp] {
+		list = setArg(list, a)
+	}
+	return list
+}
+
+// argsYAML renders args as a kubeadm v1beta4 extraArgs list at the given
+// indentation; "" when there are none.
+func argsYAML(key, indent string, args []arg) string {
+	if len(args) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%s:\n", indent, key)
+	for _, a := range args {
+		fmt.Fprintf(&b, "%s- name: %s\n%s  value: %s\n", indent, a.name, indent, strconv.Quote(a.value))
+	}
+	return b.String()
+}
+
+// taintsYAML is node i's nodeRegistration.taints, "" for kubeadm's
+// default (the control-plane taint on a control plane, none on a worker).
+func (s *settings) taintsYAML(n *Node, singleNode bool) string {
+	var ts []taint
+	if n.index == 0 && !singleNode && len(s.nodeTaints[n.index]) > 0 {
+		// Given taints replace kubeadm's default: keep it.
+		ts = append(ts, taint{key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule"})
+	}
+	ts = append(ts, s.nodeTaints[n.index]...)
+	if len(ts) == 0 {
+		if n.index == 0 && singleNode {
+			// An empty list, unlike none, tells kubeadm not to taint the
+			// control plane: a single node must run workloads.
+			return "  taints: []\n"
+		}
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("  taints:\n")
+	for _, t := range ts {
+		fmt.Fprintf(&b, "  - key: %s\n", t.key)
+		if t.value != "" {
+			fmt.Fprintf(&b, "    value: %s\n", strconv.Quote(t.value))
+		}
+		fmt.Fprintf(&b, "    effect: %s\n", t.effect)
+	}
+	return b.String()
+}
