@@ -82,6 +82,9 @@ type config struct {
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
+	// portMappings publish node ports of the control plane on the host
+	// (WithPortMapping).
+	portMappings []portMapping
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -186,6 +189,7 @@ func (c *config) validate() error {
 	if c.deleteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
+	errs = append(errs, validatePortMappings(c.portMappings)...)
 	return errors.Join(errs...)
 }
 

@@ -19,9 +19,14 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, and the same prefix.
+// workers, with or without Kubernetes, the same prefix and the same port
+// mappings.
 func reuseHash(cfg *config, imageID string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)))
+	s := fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)
+	for _, m := range cfg.portMappings {
+		s += fmt.Sprintf("|%d:%d", m.hostPort, m.nodePort)
+	}
+	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:])[:16]
 }
 
@@ -137,6 +142,7 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		// name drawn for a new one is dropped.
 		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
 		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
+		c.ports = candidate.ports
 		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
 		c.mu.Lock()
 		c.reuseLock = lock
