@@ -261,8 +261,8 @@ func WithArtifactsDir(dir string) Option {
 
 // WithReuse makes the cluster outlive the test for the edit-test loop: the
 // first run creates and keeps it, later runs with the same configuration
-// (node image, workers, Kubernetes or not, name prefix) attach to it in
-// about a second. A cluster in use by another run is never attached to.
+// (node image, workers, Kubernetes or not, name prefix, port mappings)
+// attach to it in about a second. A cluster in use by another run is never attached to.
 // When a run ends, its namespaces (all but default and the kube-* ones)
 // and the namespaced objects it left in default are deleted; cluster-scoped
 // objects and loaded images stay. Delete then releases the cluster rather
