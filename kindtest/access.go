@@ -476,9 +476,11 @@ func (c *Cluster) Namespace(t TB) string {
 			// The cluster, and the namespace with it, is gone already.
 			return
 		}
+		start := time.Now()
 		if err := c.deleteNamespace(name); err != nil {
 			t.Fatalf("kindtest: %v", err)
 		}
+		t.Logf("kindtest: %s: namespace %s deleted in %v", c.name, name, time.Since(start).Round(time.Millisecond))
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
@@ -660,8 +662,10 @@ func (c *Cluster) Wait(ctx context.Context, namespace, object string, cond Condi
 	}
 	d, _ := ctx.Deadline()
 	// kubectl gives up a moment before ctx ends, so that it says why and
-	// there is time left to describe the object.
-	timeout := max(time.Until(d)-2*time.Second, time.Second)
+	// there is time left to describe the object (kubectl itself may take
+	// seconds to start on a loaded machine).
+	left := time.Until(d)
+	timeout := max(left-min(5*time.Second, left/3), time.Second)
 	t := fmt.Sprintf("%ds", int(timeout.Round(time.Second)/time.Second))
 	var args []string
 	switch cond {

@@ -139,13 +139,9 @@ type archiveImage struct {
 // then labels the imported images with their IDs.
 func (c *Cluster) load(ctx context.Context, nodes []*Node, what string, imgs []archiveImage, open func(missing []archiveImage) (io.ReadCloser, error)) error {
 	start := time.Now()
-	node, err := c.docker.InspectImage(ctx, c.cfg.image)
-	if err != nil {
-		return fmt.Errorf("load image %s: node image: %w", what, err)
-	}
 	// Which node misses which image.
 	missing := make([][]archiveImage, len(nodes))
-	err = concurrent.Each(len(nodes), func(i int) error {
+	err := concurrent.Each(len(nodes), func(i int) error {
 		m, err := missingImages(ctx, nodes[i], imgs)
 		missing[i] = m
 		return err
@@ -172,6 +168,10 @@ func (c *Cluster) load(ctx context.Context, nodes []*Node, what string, imgs []a
 	if len(targets) == 0 {
 		c.log.Printf("kindtest: %s: %s already on %s: nothing imported (%v)", c.name, what, names(skipped), time.Since(start).Round(time.Millisecond))
 		return nil
+	}
+	node, err := c.docker.InspectImage(ctx, c.cfg.image)
+	if err != nil {
+		return fmt.Errorf("load image %s: node image: %w", what, err)
 	}
 	src, err := open(need)
 	if err != nil {
