@@ -464,9 +464,6 @@ spec:
 					if _, err := c.KubectlInput(ctx, strings.NewReader(yaml), "apply", "-n", ns, "-f", "-"); err != nil {
 						t.Fatal(err)
 					}
-					if err := c.Wait(ctx, ns, "pod/echo", kindtest.Ready); err != nil {
-						t.Fatal(err)
-					}
 					res, err := c.Kubectl(ctx, "get", "configmap", "data", "-n", ns, "-o", "jsonpath={.data.test}")
 					if err != nil || res.Stdout != t.Name() {
 						t.Errorf("configmap in %s: %q %v", ns, res.Stdout, err)
