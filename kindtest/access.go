@@ -153,6 +153,11 @@ func parseTarget(target string) (kind, name string, err error) {
 // forwardTimeout bounds the resolution of a PortForward target.
 const forwardTimeout = 30 * time.Second
 
+// serviceProbePatience is how long PortForward keeps trying a Service
+// that has ready endpoints but refuses connections: kube-proxy's rules
+// follow the endpoints within seconds.
+const serviceProbePatience = 15 * time.Second
+
 // socatLinger is how long a forwarded connection's relay (socat -t) goes
 // on in the other direction once one direction has ended.
 const socatLinger = "5"
@@ -201,13 +206,31 @@ func (c *Cluster) PortForward(ctx context.Context, namespace, target string, rem
 	}
 	dest := net.JoinHostPort(ip, strconv.Itoa(remotePort))
 	// One connection now, so that a closed port is an error here rather
-	// than a closed connection later.
-	if res, err := c.ControlPlane().Exec(rctx, "socat", "-u", "-t0", "OPEN:/dev/null", "TCP:"+dest+",connect-timeout=5"); err != nil {
+	// than a closed connection later. A Service with ready endpoints
+	// gets a moment more: kube-proxy programs them a little after the
+	// pods are ready.
+	var refused string
+	probe := func() (bool, error) {
+		res, err := c.ControlPlane().Exec(rctx, "socat", "-u", "-t0", "OPEN:/dev/null", "TCP:"+dest+",connect-timeout=5")
 		var ee *ExitError
 		if errors.As(err, &ee) {
-			return "", nil, fmt.Errorf("port-forward %s: nothing accepts connections at %s: %s", what, dest, lastLine(res.Stderr))
+			refused = lastLine(res.Stderr)
+			return false, nil
 		}
+		return err == nil, err
+	}
+	patience := time.Duration(0)
+	if forwardKinds[kind] == "service" {
+		patience = serviceProbePatience
+	}
+	pctx, pcancel := context.WithTimeout(rctx, patience)
+	err = waitFor(pctx, 100*time.Millisecond, time.Second, probe)
+	pcancel()
+	if err != nil && refused == "" {
 		return "", nil, fmt.Errorf("port-forward %s: %w", what, err)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("port-forward %s: nothing accepts connections at %s: %s", what, dest, refused)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -267,13 +290,36 @@ func (c *Cluster) resolveForward(ctx context.Context, namespace, kind, name stri
 			return "", fmt.Errorf("service %s is headless (no cluster IP): forward to one of its pods instead", name)
 		}
 		var have []string
+		found := false
 		for _, p := range svc.Spec.Ports {
 			if p.Port == port && (p.Protocol == "" || p.Protocol == "TCP") {
-				return svc.Spec.ClusterIP, nil
+				found = true
 			}
 			have = append(have, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
 		}
-		return "", fmt.Errorf("service %s has no TCP port %d (its ports: %s)", name, port, strings.Join(have, ", "))
+		if !found {
+			return "", fmt.Errorf("service %s has no TCP port %d (its ports: %s)", name, port, strings.Join(have, ", "))
+		}
+		var slices struct {
+			Items []struct {
+				Endpoints []struct {
+					Conditions struct {
+						Ready *bool `json:"ready"`
+					} `json:"conditions"`
+				} `json:"endpoints"`
+			} `json:"items"`
+		}
+		if err := api.get(ctx, "/apis/discovery.k8s.io/v1"+ns+"/endpointslices?labelSelector="+url.QueryEscape("kubernetes.io/service-name="+name), &slices); err != nil {
+			return "", err
+		}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready == nil || *e.Conditions.Ready {
+					return svc.Spec.ClusterIP, nil
+				}
+			}
+		}
+		return "", fmt.Errorf("service %s has no ready endpoint: no ready pod matches its selector (wait for its pods first)", name)
 	case "deployment":
 		var d struct {
 			Spec struct {

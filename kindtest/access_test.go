@@ -350,6 +350,13 @@ func TestAccess(t *testing.T) {
 				t.Fatalf("a connection to a Service without endpoints: %v (body %q)", err, body)
 			}
 			t.Logf("logged: %q", rec.since(mark, "failed: socat"))
+			// A new forward to it is refused up front.
+			if _, stop, err := c.PortForward(ctx, ns, "svc/echo", 80); err == nil || !strings.Contains(err.Error(), "service echo has no ready endpoint") {
+				if err == nil {
+					stop()
+				}
+				t.Errorf("PortForward to a Service without endpoints: %v", err)
+			}
 		})
 	})
 
