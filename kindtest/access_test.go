@@ -603,3 +603,47 @@ func BenchmarkPortForward(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadImageAgain measures a LoadImage of an image every node has
+// already (two nodes): one `ctr images ls` exec per node, nothing
+// imported. BenchmarkExec/true is the floor: one exec of `true`.
+func BenchmarkLoadImageAgain(b *testing.B) {
+	dc := enginetest.Client(b)
+	ctx := context.Background()
+	echo, err := fixture.BuildEcho(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	img := os.Getenv("KINDTEST_IMAGE")
+	if img == "" {
+		img = kindtest.DefaultImage
+	}
+	if _, err := dc.InspectImage(ctx, img); err != nil {
+		b.Fatalf("node image %s: %v", img, err)
+	}
+	rec := &logRecorder{t: b}
+	c := kindtest.Start(b, kindtest.WithImage(img), kindtest.WithoutKubernetes(), kindtest.WithWorkers(1), kindtest.WithLogger(rec))
+	if err := c.LoadImage(ctx, echo); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("LoadImage", func(b *testing.B) {
+		for b.Loop() {
+			mark := rec.mark()
+			if err := c.LoadImage(ctx, echo); err != nil {
+				b.Fatal(err)
+			}
+			if len(rec.since(mark, "nothing imported")) != 1 {
+				b.Fatalf("imported again: %q", rec.since(mark))
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+	b.Run("Exec/true", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := c.ControlPlane().Exec(ctx, "true"); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/op")
+	})
+}

@@ -207,20 +207,11 @@ func TestUnitContainerdRef(t *testing.T) {
 	}
 }
 
-func TestUnitParseImageList(t *testing.T) {
-	out := `REF                          TYPE                                       DIGEST                                                                  SIZE     PLATFORMS   LABELS
-docker.io/kindtest/echo:dev  application/vnd.oci.image.manifest.v1+json sha256:aaaa 3.4 MiB  linux/amd64 dev.kindtest.image-id=sha256:bbbb,io.cri-containerd.image=managed
-docker.io/library/other:1    application/vnd.oci.image.manifest.v1+json sha256:cccc 1.0 MiB  linux/amd64 -
-`
-	have := parseImageList(out)
-	if have["docker.io/kindtest/echo:dev"] != "sha256:bbbb" {
-		t.Errorf("echo: %q", have["docker.io/kindtest/echo:dev"])
-	}
-	if v, ok := have["docker.io/library/other:1"]; !ok || v != "" {
-		t.Errorf("other: %q %v", v, ok)
-	}
-	if len(have) != 2 {
-		t.Errorf("%v", have)
+func TestUnitImageFilter(t *testing.T) {
+	got := imageFilter("docker.io/kindtest/echo:dev", "sha256:bb")
+	want := `name=="docker.io/kindtest/echo:dev",labels."dev.kindtest.image-id"=="sha256:bb"`
+	if got != want {
+		t.Errorf("imageFilter = %s, want %s", got, want)
 	}
 }
 
