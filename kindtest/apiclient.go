@@ -2,6 +2,7 @@ package kindtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -91,37 +92,66 @@ func newAPIClient(kubeconfig []byte) (*apiClient, error) {
 
 // statusError is a non-2xx answer from the API server.
 type statusError struct {
-	path string
-	code int
-	body string
+	method string
+	path   string
+	code   int
+	body   string
 }
 
 func (e *statusError) Error() string {
-	return fmt.Sprintf("GET %s: %d: %s", e.path, e.code, strings.TrimSpace(e.body))
+	method := e.method
+	if method == "" {
+		method = http.MethodGet
+	}
+	return fmt.Sprintf("%s %s: %d: %s", method, e.path, e.code, strings.TrimSpace(e.body))
+}
+
+// isStatus reports whether err is an answer of the API server with the
+// given HTTP status code.
+func isStatus(err error, code int) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.code == code
 }
 
 // get fetches path and decodes the JSON answer into out (when non-nil).
 func (a *apiClient) get(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.server+path, nil)
+	return a.do(ctx, http.MethodGet, path, nil, out)
+}
+
+// do sends a request with body (JSON, when non-nil) and decodes the JSON
+// answer into out (when non-nil).
+func (a *apiClient) do(ctx context.Context, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.server+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := a.http.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		return &statusError{path: path, code: resp.StatusCode, body: tail(string(body), 512)}
+		return &statusError{method: method, path: path, code: resp.StatusCode, body: tail(string(data), 512)}
 	}
 	if out == nil {
 		return nil
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(data, out)
 }
 
 func (a *apiClient) close() { a.http.CloseIdleConnections() }
@@ -168,6 +198,7 @@ type podList struct {
 		} `json:"spec"`
 		Status struct {
 			Phase             string      `json:"phase"`
+			PodIP             string      `json:"podIP"`
 			Conditions        []condition `json:"conditions"`
 			ContainerStatuses []struct {
 				Name  string `json:"name"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kindtest/kindtest/images"
@@ -51,11 +52,18 @@ type Cluster struct {
 	// marked is set once the cluster's marker volume says it is kept.
 	marked    bool
 	reuseLock *flock.Lock // held while this run uses a reusable cluster
-	watchdog  *watchdog // the reaper this cluster is registered with
+	watchdog  *watchdog   // the reaper this cluster is registered with
 
 	deleteOnce sync.Once
 	deleteErr  error
 	closeOnce  sync.Once
+	// closed is set once the handle is closed (deleted, kept, released):
+	// what needs a live cluster refuses to start then.
+	closed atomic.Bool
+
+	// ports maps the control plane's container ports ("6443/tcp") to the
+	// host address they are published on.
+	ports map[string]string
 
 	// place is where this process stands relative to the engine; it
 	// decides the API server's address (see placement).
@@ -300,6 +308,7 @@ func (c *Cluster) Delete(ctx context.Context) error {
 func (c *Cluster) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
+		c.closed.Store(true)
 		c.mu.Lock()
 		lock := c.reuseLock
 		c.reuseLock = nil

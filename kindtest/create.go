@@ -172,6 +172,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	if n.role == RoleControlPlane {
 		spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
+		spec.Ports = append(spec.Ports, c.portBindings()...)
 	}
 	if n.cgroupV2 {
 		// The node's own cgroup becomes the root of what it sees, whatever
@@ -189,7 +190,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		return &NodeError{Node: n.name, Step: "start container", Err: err}
 	}
 	if err := c.docker.StartContainer(sctx, id); err != nil {
-		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: privilegedHint}
+		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: c.startHint(n)}
 	}
 	info, err := c.docker.InspectContainer(ctx, id)
 	if err != nil {
@@ -198,6 +199,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	n.ip = info.IPs[c.name]
 	if n.role == RoleControlPlane {
 		c.apiServer = c.place.apiServerURL(c.name, info)
+		c.ports = info.Ports
 	}
 	if _, err := n.sh(ctx, provisionScript); err != nil {
 		return c.nodeError(n, "provision before boot", err)

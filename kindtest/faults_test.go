@@ -31,6 +31,8 @@ func TestBadOptions(t *testing.T) {
 		{"nil logger", kindtest.WithLogger(nil), "logger: nil"},
 		{"zero timeout", kindtest.WithCreateTimeout(0), "must be positive"},
 		{"bad keep", kindtest.WithKeep(kindtest.KeepPolicy(9)), "keep policy"},
+		{"port mapping of the API server", kindtest.WithPortMapping(0, 6443), "the API server's"},
+		{"port mapping out of range", kindtest.WithPortMapping(0, 70000), "out of range"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Options are checked before the engine is asked anything, so

@@ -84,6 +84,9 @@ type config struct {
 	// settings are what the options of settings.go set: feature gates,
 	// component flags, kubelet configuration, node labels, taints, mounts.
 	settings settings
+	// portMappings publish node ports of the control plane on the host
+	// (WithPortMapping).
+	portMappings []portMapping
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -191,6 +194,7 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
 	errs = append(errs, c.settings.validate(c)...)
+	errs = append(errs, validatePortMappings(c.portMappings)...)
 	return errors.Join(errs...)
 }
 
@@ -262,8 +266,8 @@ func WithArtifactsDir(dir string) Option {
 
 // WithReuse makes the cluster outlive the test for the edit-test loop: the
 // first run creates and keeps it, later runs with the same configuration
-// (node image, workers, Kubernetes or not, name prefix) attach to it in
-// about a second. A cluster in use by another run is never attached to.
+// (node image, workers, Kubernetes or not, name prefix, port mappings)
+// attach to it in about a second. A cluster in use by another run is never attached to.
 // When a run ends, its namespaces (all but default and the kube-* ones)
 // and the namespaced objects it left in default are deleted; cluster-scoped
 // objects and loaded images stay. Delete then releases the cluster rather

@@ -20,13 +20,17 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, the same prefix and the same
-// settings (feature gates, flags, labels, taints, mounts...).
+// workers, with or without Kubernetes, the same prefix, the same
+// settings (feature gates, flags, labels, taints, mounts...) and the same
+// port mappings.
 func reuseHash(cfg *config, imageID string) string {
 	key := fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)
 	if f := cfg.settings.fingerprint(); f != "" {
 		// Only then: clusters kept with the default settings stay reusable.
 		key += "|" + f
+	}
+	for _, m := range cfg.portMappings {
+		key += fmt.Sprintf("|%d:%d", m.hostPort, m.nodePort)
 	}
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])[:16]
@@ -130,6 +134,7 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		// name drawn for a new one is dropped.
 		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
 		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
+		c.ports = candidate.ports
 		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
 		c.mu.Lock()
 		c.reuseLock = lock

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -107,4 +108,121 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, opts ExecOpt
 			delay *= 2
 		}
 	}
+}
+
+// ExecConn is a running exec whose standard input and output are one
+// byte stream, as a network connection is: Write feeds the command's
+// stdin, CloseWrite closes it (the command reads EOF), Read returns its
+// stdout. Its stderr is kept (the last 4 KiB) for Wait.
+type ExecConn struct {
+	c        *Client
+	id       string // container
+	execID   string
+	attached types.HijackedResponse
+	stdout   *io.PipeReader
+	stderr   tailBuffer
+	demuxed  chan struct{} // closed once the output stream has ended
+	demuxErr error
+	close    sync.Once
+}
+
+// DialExec starts cmd in a running container with its stdin and stdout
+// attached as a stream. The caller must Close it.
+func (c *Client) DialExec(ctx context.Context, id string, cmd []string) (*ExecConn, error) {
+	created, err := c.api.ContainerExecCreate(ctx, id, container.ExecOptions{
+		Cmd: cmd, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("exec in container %s: %w", id, err)
+	}
+	attached, err := c.api.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("attach to exec in container %s: %w", id, err)
+	}
+	r, w := io.Pipe()
+	e := &ExecConn{c: c, id: id, execID: created.ID, attached: attached, stdout: r, demuxed: make(chan struct{})}
+	e.stderr.max = 4 << 10
+	go func() {
+		defer close(e.demuxed)
+		_, err := stdcopy.StdCopy(w, &e.stderr, attached.Reader)
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		e.demuxErr = err
+		w.CloseWithError(err) // nil: readers see EOF
+	}()
+	return e, nil
+}
+
+// Read reads the command's stdout.
+func (e *ExecConn) Read(p []byte) (int, error) { return e.stdout.Read(p) }
+
+// Write writes to the command's stdin.
+func (e *ExecConn) Write(p []byte) (int, error) { return e.attached.Conn.Write(p) }
+
+// CloseWrite closes the command's stdin; its stdout stays readable.
+func (e *ExecConn) CloseWrite() error { return e.attached.CloseWrite() }
+
+// Close ends the stream in both directions. The command itself is not
+// signalled: it sees its stdin close and its output go nowhere.
+func (e *ExecConn) Close() error {
+	e.close.Do(func() {
+		e.attached.Close()
+		e.stdout.Close()
+	})
+	return nil
+}
+
+// Wait waits until the command's output has ended, then returns its exit
+// code and the tail of its stderr.
+func (e *ExecConn) Wait(ctx context.Context) (int, string, error) {
+	select {
+	case <-e.demuxed:
+	case <-ctx.Done():
+		return -1, e.stderr.String(), ctx.Err()
+	}
+	if e.demuxErr != nil {
+		return -1, e.stderr.String(), fmt.Errorf("read exec output in container %s: %w", e.id, e.demuxErr)
+	}
+	delay := time.Millisecond
+	for {
+		info, err := e.c.api.ContainerExecInspect(ctx, e.execID)
+		if err != nil {
+			return -1, e.stderr.String(), fmt.Errorf("inspect exec in container %s: %w", e.id, err)
+		}
+		if !info.Running {
+			return info.ExitCode, e.stderr.String(), nil
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return -1, e.stderr.String(), ctx.Err()
+		}
+		if delay < 100*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
