@@ -21,7 +21,6 @@ var kindUnsupported = map[string]string{
 	"containerdConfigPatches":            "the node image's containerd configuration is fixed",
 	"containerdConfigPatchesJSON6902":    "the node image's containerd configuration is fixed",
 	"nodes.image":                        "every node runs the cluster's node image: use WithImage",
-	"nodes.extraPortMappings":            "kindtest publishes only the API server's port",
 	"nodes.kubeadmConfigPatches":         "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
 	"nodes.kubeadmConfigPatchesJSON6902": "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
 	"networking.ipFamily":                "kindtest clusters are IPv4 only",
@@ -47,13 +46,14 @@ var kindDefaults = map[string]string{
 // WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
 // kind: Cluster), for the part kindtest supports: nodes (exactly one with
 // role control-plane, any number with role worker, in the order given;
-// their labels and extraMounts, without selinuxRelabel or propagation),
+// their labels and extraMounts, without selinuxRelabel or propagation;
+// extraPortMappings of the control plane, TCP, as WithPortMapping),
 // featureGates and runtimeConfig. The workers set the worker count as
 // WithWorkers would, and the control plane is node 0 whatever its place in
 // the list, the workers 1 to n in order. Every other field is an error
 // naming the field and why: name, kubeadmConfigPatches(JSON6902),
 // containerdConfigPatches(JSON6902), nodes[].image,
-// nodes[].extraPortMappings, nodes[].kubeadmConfigPatches and every
+// nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
 // networking field (ipFamily, podSubnet, serviceSubnet, kubeProxyMode and
 // disableDefaultCNI are accepted when they state kindtest's own values:
 // ipv4, 10.244.0.0/16, 10.96.0.0/16, iptables, false). Options after it
@@ -90,9 +90,17 @@ type kindCluster struct {
 }
 
 type kindNode struct {
-	Role        string            `yaml:"role"`
-	Labels      map[string]string `yaml:"labels"`
-	ExtraMounts []kindMount       `yaml:"extraMounts"`
+	Role              string            `yaml:"role"`
+	Labels            map[string]string `yaml:"labels"`
+	ExtraMounts       []kindMount       `yaml:"extraMounts"`
+	ExtraPortMappings []kindPortMapping `yaml:"extraPortMappings"`
+}
+
+type kindPortMapping struct {
+	ContainerPort int    `yaml:"containerPort"`
+	HostPort      int    `yaml:"hostPort"`
+	ListenAddress string `yaml:"listenAddress"`
+	Protocol      string `yaml:"protocol"`
 }
 
 type kindMount struct {
@@ -139,7 +147,7 @@ func applyKindConfig(c *config, data []byte) error {
 		errs = append(errs, errors.New("field networking: not a mapping"))
 	}
 	if nodes, ok := raw["nodes"].([]any); ok {
-		nodeKnown := map[string]bool{"role": true, "labels": true, "extraMounts": true}
+		nodeKnown := map[string]bool{"role": true, "labels": true, "extraMounts": true, "extraPortMappings": true}
 		for i, n := range nodes {
 			m, ok := n.(map[string]any)
 			if !ok {
@@ -181,6 +189,18 @@ func applyKindConfig(c *config, data []byte) error {
 		default:
 			errs = append(errs, fmt.Errorf("nodes[%d].role %q: use control-plane or worker", i, n.Role))
 		}
+		for j, pm := range n.ExtraPortMappings {
+			if n.Role != "control-plane" {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraPortMappings: kindtest publishes ports of the control-plane node only; a NodePort Service answers there too", i))
+				break
+			}
+			if pm.ListenAddress != "" {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraPortMappings[%d].listenAddress is not supported by kindtest: ports are published where the API server is (see WithPortMapping)", i, j))
+			}
+			if pm.Protocol != "" && !strings.EqualFold(pm.Protocol, "TCP") {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraPortMappings[%d].protocol %q is not supported by kindtest (only TCP)", i, j, pm.Protocol))
+			}
+		}
 		for j, m := range n.ExtraMounts {
 			if m.SelinuxRelabel {
 				errs = append(errs, fmt.Errorf("field nodes[%d].extraMounts[%d].selinuxRelabel is not supported by kindtest", i, j))
@@ -215,6 +235,9 @@ func applyKindConfig(c *config, data []byte) error {
 		for _, m := range n.ExtraMounts {
 			opts = append(opts, WithNodeMounts(i, Mount{HostPath: m.HostPath, ContainerPath: m.ContainerPath, ReadOnly: m.ReadOnly}))
 		}
+		for _, pm := range n.ExtraPortMappings {
+			opts = append(opts, WithPortMapping(pm.HostPort, pm.ContainerPort))
+		}
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
@@ -225,4 +248,4 @@ func applyKindConfig(c *config, data []byte) error {
 }
 
 // kindFieldList is the supported subset, for messages.
-var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "featureGates", "runtimeConfig"}, ", ")
+var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig"}, ", ")

@@ -272,10 +272,29 @@ nodes:
 		"field networking.disableDefaultCNI is not supported",
 		"field networking.bar: not a field",
 		"field nodes[0].image is not supported by kindtest: every node runs the cluster's node image: use WithImage",
-		"field nodes[0].extraPortMappings is not supported",
 		"field nodes[0].kubeadmConfigPatches is not supported",
 		"field nodes[0].baz: not a field",
-		"kindtest supports nodes[].role, nodes[].labels, nodes[].extraMounts, featureGates, runtimeConfig")
+		"kindtest supports nodes[].role, nodes[].labels, nodes[].extraMounts, nodes[].extraPortMappings (control plane, TCP), featureGates, runtimeConfig")
+	wantErr(t, optionErr(t, WithKindConfig([]byte(`kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+  extraPortMappings:
+  - {containerPort: 30080, hostPort: 8080, listenAddress: 0.0.0.0}
+  - {containerPort: 30081, protocol: UDP}
+- role: worker
+  extraPortMappings:
+  - {containerPort: 30080}
+`))),
+		"nodes[0].extraPortMappings[0].listenAddress is not supported", `nodes[0].extraPortMappings[1].protocol "UDP"`,
+		"nodes[1].extraPortMappings: kindtest publishes ports of the control-plane node only")
+	if _, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  extraPortMappings:\n  - containerPort: 6443\n"))}); err == nil || !strings.Contains(err.Error(), "6443") {
+		t.Errorf("kind extraPortMappings onto the API server's port: %v", err)
+	}
+	cfg, err = newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  extraPortMappings:\n  - containerPort: 30080\n    hostPort: 8080\n    protocol: TCP\n"))})
+	if err != nil || len(cfg.portMappings) != 1 || cfg.portMappings[0] != (portMapping{hostPort: 8080, nodePort: 30080}) {
+		t.Errorf("kind extraPortMappings: %+v, %v", cfg, err)
+	}
 	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: control-plane\n- role: infra\n"))),
 		"nodes: 2 with role control-plane: kindtest clusters have exactly one", `nodes[2].role "infra"`)
 	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha3\n"))), "want kind: Cluster, apiVersion: kind.x-k8s.io/v1alpha4")
