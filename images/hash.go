@@ -16,9 +16,13 @@ import (
 const hashLength = 12
 
 // notNodeImageInputs are files under images/ that build other images, so
-// that changing them does not rebuild the node image.
+// that changing them does not rebuild the node image. A name ending in "/"
+// stands for a directory and everything below it.
 var notNodeImageInputs = map[string]bool{
-	"reaper.go": true,
+	"reaper.go":      true,
+	"registry.go":    true,
+	"registry.txtar": true,
+	"registry/":      true,
 }
 
 // isInput reports whether the file at rel (slash-separated, relative to
@@ -35,7 +39,7 @@ func isInput(rel string) bool {
 	}
 	name := parts[len(parts)-1]
 	return !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, "_test.go") &&
-		!strings.HasSuffix(name, ".md") && !notNodeImageInputs[rel]
+		!strings.HasSuffix(name, ".md") && !notNodeImageInputs[rel] && !notNodeImageInputs[parts[0]+"/"]
 }
 
 // contentHash hashes the inputs of the node image found under dir (the

@@ -61,8 +61,10 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 				refs = append(refs, tag)
 			}
 		}
-		if _, err := dc.InspectImage(ctx, images.ReaperImage); err == nil {
-			refs = append(refs, images.ReaperImage)
+		for _, ref := range []string{images.ReaperImage, images.RegistryImage} {
+			if _, err := dc.InspectImage(ctx, ref); err == nil {
+				refs = append(refs, ref)
+			}
 		}
 	}
 	slices.Sort(refs)
