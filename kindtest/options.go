@@ -82,6 +82,11 @@ type config struct {
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
+	// registry and mirrors: see WithRegistry and WithRegistryMirror.
+	registry bool
+	mirrors  []registryMirror
+	// noDefaultCNI: see WithoutDefaultCNI.
+	noDefaultCNI bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -186,6 +191,7 @@ func (c *config) validate() error {
 	if c.deleteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
+	errs = append(errs, c.validateNetworking()...)
 	return errors.Join(errs...)
 }
 

@@ -21,7 +21,9 @@ const completeMarker = "/etc/kindtest/complete"
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
 // workers, with or without Kubernetes, and the same prefix.
 func reuseHash(cfg *config, imageID string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)))
+	recipe := fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)
+	recipe += networkingReuseKey(cfg) // "" unless a registry, mirrors or WithoutDefaultCNI
+	h := sha256.Sum256([]byte(recipe))
 	return hex.EncodeToString(h[:])[:16]
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -147,6 +148,17 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 func (c *Client) StartContainer(ctx context.Context, id string) error {
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopContainer stops a running container: the engine sends its stop
+// signal and, after timeout, kills it. A container that is not running
+// counts as stopped.
+func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	secs := int(timeout.Seconds())
+	if err := c.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+		return fmt.Errorf("stop container %s: %w", id, err)
 	}
 	return nil
 }
