@@ -3,9 +3,12 @@ package kindtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kindtest/kindtest/images"
 )
 
 func TestNetworkingOptionsValidate(t *testing.T) {
@@ -115,5 +118,11 @@ func TestNetworkingReuseKey(t *testing.T) {
 			t.Errorf("options %d share the reuse key %q with others", len(seen), k)
 		}
 		seen[k] = true
+	}
+}
+
+func TestRegistryEndpoint(t *testing.T) {
+	if want := fmt.Sprintf("http://%s:%d", registryAlias, images.RegistryPort); RegistryEndpoint != want {
+		t.Errorf("RegistryEndpoint %s, want %s", RegistryEndpoint, want)
 	}
 }

@@ -20,6 +20,17 @@ const RegistryImage = images.RegistryImage
 // container.
 const RoleRegistry = "registry"
 
+// RegistryEndpoint is where nodes reach the cluster's registry
+// (WithRegistry) on the cluster's network, for WithRegistryMirror: with
+// WithRegistryMirror("docker.io", kindtest.RegistryEndpoint), images pushed
+// to RegistryAddr() as localhost:PORT/library/busybox:1.36 are what pods
+// naming docker.io/library/busybox:1.36 get.
+const RegistryEndpoint = "http://" + registryAlias + ":5000"
+
+// registryAlias is the registry container's name on every cluster's own
+// network.
+const registryAlias = "kindtest-registry"
+
 // registryHostsDir is where containerd on a node reads per-registry host
 // configuration (config_path in the node image's containerd.toml).
 const registryHostsDir = "/etc/containerd/certs.d"
@@ -113,6 +124,7 @@ func (c *Cluster) startRegistry(ctx context.Context) error {
 		Image:   RegistryImage,
 		Labels:  labels,
 		Network: c.name,
+		Aliases: []string{registryAlias},
 		Ports:   []docker.PortBinding{{HostIP: hostIP, ContainerPort: images.RegistryPort}},
 	})
 	if err != nil {

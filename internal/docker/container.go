@@ -40,6 +40,8 @@ type ContainerSpec struct {
 	Binds []string
 	// Network the container joins, with its name as DNS alias.
 	Network string
+	// Aliases are more DNS names of the container on Network.
+	Aliases []string
 	// Ports publishes container ports on the host.
 	Ports []PortBinding
 	// StopSignal sent by a stop (for systemd, SIGRTMIN+3).
@@ -134,7 +136,7 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 	} else if spec.Network != "" {
 		host.NetworkMode = container.NetworkMode(spec.Network)
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			spec.Network: {Aliases: []string{spec.Name}},
+			spec.Network: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
 		}}
 	}
 	resp, err := c.api.ContainerCreate(ctx, cfg, host, netCfg, nil, spec.Name)
