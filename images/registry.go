@@ -47,15 +47,8 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 			return fmt.Errorf("build registry image: %w", err)
 		}
 	}
-	dir := filepath.Join(cfg.cacheDir, "registry")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("build registry image: %w", err)
-	}
-	bin := filepath.Join(dir, "registry")
-	if err := command(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."); err != nil {
-		return fmt.Errorf("build registry image: %w", err)
-	}
-	sum, err := fileSHA256(bin)
+	bin := filepath.Join(cfg.cacheDir, "registry", "registry")
+	sum, err := buildRegistryBinary(ctx, src, bin)
 	if err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}
@@ -82,6 +75,18 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 	}
 	cfg.logger.Printf("registry image %s built in %s", RegistryImage, time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// buildRegistryBinary builds the registry module in src into bin and
+// returns the binary's SHA-256.
+func buildRegistryBinary(ctx context.Context, src, bin string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", err
+	}
+	if err := command(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."); err != nil {
+		return "", err
+	}
+	return fileSHA256(bin)
 }
 
 // writeRegistrySource writes the registry module carried in this package

@@ -100,3 +100,32 @@ func TestRegistryNotANodeInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryBinaryFromModuleCache: the registry built from the copy a
+// module that requires kindtest carries is the checkout's, byte for byte,
+// so that `kindtest build` there finds the image up to date.
+func TestRegistryBinaryFromModuleCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the registry twice: not in -short mode")
+	}
+	dir, err := findSourceDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	fromCheckout, err := buildRegistryBinary(t.Context(), filepath.Join(dir, "registry"), filepath.Join(tmp, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := writeRegistrySource(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromCache, err := buildRegistryBinary(t.Context(), src, filepath.Join(tmp, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fromCheckout != fromCache {
+		t.Errorf("registry binary from the carried copy %s, from the checkout %s", fromCache, fromCheckout)
+	}
+}
