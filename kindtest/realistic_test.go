@@ -174,6 +174,26 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 		}
 	})
 
+	t.Run("attach and list", func(t *testing.T) {
+		other, err := kindtest.Attach(ctx, c.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Close()
+		if len(other.Nodes()) != 2 || other.RegistryAddr() != addr {
+			t.Errorf("attached: %d nodes, registry %q; want 2 and %q", len(other.Nodes()), other.RegistryAddr(), addr)
+		}
+		infos, err := kindtest.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ci := range infos {
+			if ci.Name == c.Name() && ci.Nodes != 2 {
+				t.Errorf("List counts %d nodes, want 2 (the registry is not a node)", ci.Nodes)
+			}
+		}
+	})
+
 	t.Run("delete removes the registry", func(t *testing.T) {
 		if err := c.Delete(ctx); err != nil {
 			t.Fatal(err)
