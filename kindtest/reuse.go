@@ -140,6 +140,10 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
 		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
 		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
+		c.registryAddr = candidate.registryAddr
+		for _, n := range c.nodes {
+			n.cluster = c // for Stop and Start
+		}
 		c.mu.Lock()
 		c.reuseLock = lock
 		c.ready = true
