@@ -272,3 +272,61 @@ EOF
 		t.Errorf("pod IP %s is not in the worker's pod range %s", ip.Stdout, cidrs[c.Workers()[0].Name()])
 	}
 }
+
+// TestReuseWithRegistry: a reusable cluster keeps its registry, and what
+// was pushed to it, for the next run; a configuration without a registry
+// does not attach to it.
+func TestReuseWithRegistry(t *testing.T) {
+	dc := engine(t)
+	ctx := t.Context()
+	opts := []kindtest.Option{kindtest.WithImage(nodeImage(t, dc)), kindtest.WithReuse(), kindtest.WithNamePrefix("reusereg"), kindtest.WithRegistry()}
+	made := map[string]bool{}
+	t.Cleanup(func() {
+		for name := range made {
+			if err := kindtest.DeleteCluster(context.Background(), name); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	echo, err := fixture.BuildEcho(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first, addr string
+	t.Run("first run pushes", func(t *testing.T) {
+		c := kindtest.Start(t, opts...)
+		first, addr = c.Name(), c.RegistryAddr()
+		made[first] = true
+		ref := addr + "/echo:kept"
+		t.Cleanup(func() { dc.RemoveImage(context.Background(), ref) })
+		if err := dc.TagImage(ctx, echo, ref); err != nil {
+			t.Fatal(err)
+		}
+		if err := dc.PushImage(ctx, ref, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("second run finds it", func(t *testing.T) {
+		c := kindtest.Start(t, opts...)
+		made[c.Name()] = true
+		if c.Name() != first || c.RegistryAddr() != addr {
+			t.Fatalf("second run: cluster %s registry %q, want %s and %q", c.Name(), c.RegistryAddr(), first, addr)
+		}
+		resp, err := http.Get("http://" + addr + "/v2/echo/tags/list")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), "kept") {
+			t.Errorf("tags of echo in the reused registry: %s", body)
+		}
+	})
+	t.Run("without a registry, another cluster", func(t *testing.T) {
+		c := kindtest.Start(t, opts[:3]...)
+		made[c.Name()] = true
+		if c.Name() == first || c.RegistryAddr() != "" {
+			t.Fatalf("a run without WithRegistry got cluster %s, registry %q", c.Name(), c.RegistryAddr())
+		}
+	})
+}
