@@ -5,7 +5,9 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -16,6 +18,16 @@ import (
 // it. The tag is the version of the distribution registry inside, which
 // TestRegistryImageVersion keeps equal to registry/go.mod's.
 const RegistryImage = "kindtest/registry:v3.1.2"
+
+// RegistryRef is where `kindtest build --push` puts the registry image for
+// a node image pushed as nodeRef, and where kindtest pulls it from when a
+// cluster WithRegistry needs it: beside the node image, as the reaper
+// image is (registry.example.com/team/kindtest/registry:v3.1.2 for
+// registry.example.com/team/kindtest/node:v1.37.2).
+func RegistryRef(nodeRef string) string {
+	_, tag, _ := strings.Cut(RegistryImage, ":")
+	return path.Dir(ReaperRef(nodeRef)) + "/registry:" + tag
+}
 
 // registryArchive holds a copy of the files of the nested module
 // registry/, which module zips leave out, so that a module that only

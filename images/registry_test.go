@@ -129,3 +129,14 @@ func TestRegistryBinaryFromModuleCache(t *testing.T) {
 		t.Errorf("registry binary from the carried copy %s, from the checkout %s", fromCache, fromCheckout)
 	}
 }
+
+func TestRegistryRef(t *testing.T) {
+	for ref, want := range map[string]string{
+		"registry.example.com/team/kindtest/node:v1.37.2": "registry.example.com/team/kindtest/registry:v3.1.2",
+		"localhost:5000/node@sha256:abc":                  "localhost:5000/registry:v3.1.2",
+	} {
+		if got := RegistryRef(ref); got != want {
+			t.Errorf("RegistryRef(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}

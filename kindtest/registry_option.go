@@ -88,6 +88,17 @@ func checkRegistryImage(ctx context.Context, dc *docker.Client, cfg *config) err
 		return nil
 	}
 	_, err := dc.InspectImage(ctx, RegistryImage)
+	if docker.IsNotFound(err) && docker.RegistryHost(cfg.image) != "" {
+		// Node images pulled from a registry have it beside them.
+		ref := images.RegistryRef(cfg.image)
+		if err = pullImage(ctx, dc, ref, cfg.logger); err == nil {
+			err = dc.TagImage(ctx, ref, RegistryImage)
+		}
+		if err != nil {
+			return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s, and pulling it from beside the node image as %s failed: %w. `kindtest build --push NODE-REF` pushes it there; or build it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", RegistryImage, dc.Host(), ref, err)
+		}
+		return nil
+	}
 	if docker.IsNotFound(err) {
 		return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s: build it with `go run github.com/kindtest/kindtest/cmd/kindtest build` (it builds the node, reaper and registry images), or load it from a file made by `kindtest image save`", RegistryImage, dc.Host())
 	}
