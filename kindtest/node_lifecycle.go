@@ -54,8 +54,11 @@ func (n *Node) Stop(ctx context.Context) error {
 // systemd boots. Start returns once the node is Ready again, with a fresh
 // status from its kubelet; for the control plane, once the API server
 // answers again (its published port may have changed: APIServer,
-// Kubeconfig and KubeconfigPath follow). Starting a running node does
-// nothing.
+// Kubeconfig and KubeconfigPath follow; do not start the control plane
+// while other goroutines use the cluster's API). Starting a running node
+// does nothing. A node whose address on the cluster's network changed
+// while it was stopped (another container took it) is an error: the
+// cluster knows nodes by address.
 func (n *Node) Start(ctx context.Context) error {
 	c := n.cluster
 	if c == nil {
