@@ -83,7 +83,10 @@ func (n *Node) Start(ctx context.Context) error {
 	// control plane's certificates and etcd, and the other nodes' routes
 	// know the old one.
 	if ip := info.IPs[c.name]; ip != n.ip {
-		return c.nodeError(n, "start", fmt.Errorf("the node's address on network %s changed from %s to %s while it was stopped (another container took it): the cluster knows the old one; recreate the cluster", c.name, n.ip, ip))
+		// Left stopped, as it was: its entrypoint would wait for a boot
+		// signal that never comes.
+		_ = n.docker.StopContainer(ctx, n.id, time.Second)
+		return &NodeError{Node: n.name, Step: "start", Err: fmt.Errorf("the node's address on network %s changed from %s to %s while it was stopped (another container took it): the cluster knows the old one; recreate the cluster", c.name, n.ip, ip)}
 	}
 	if err := c.reprovision(ctx, n); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/fixture"
 	"github.com/kindtest/kindtest/kindtest"
 )
@@ -191,6 +192,37 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 			if ci.Name == c.Name() && ci.Nodes != 2 {
 				t.Errorf("List counts %d nodes, want 2 (the registry is not a node)", ci.Nodes)
 			}
+		}
+	})
+
+	t.Run("address taken while stopped", func(t *testing.T) {
+		// Another container joins the network while the worker is down
+		// and gets its address: Start must say so, not boot a node the
+		// cluster knows by another address.
+		if err := worker.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		id, err := dc.CreateContainer(ctx, docker.ContainerSpec{Name: c.Name() + "-squatter", Image: kindtest.RegistryImage, Labels: c.Labels(), Network: c.Name()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dc.StartContainer(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		info, err := dc.InspectContainer(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.IPs[c.Name()] != worker.IP() {
+			t.Skipf("the new container got %s, not the stopped worker's %s: nothing to check on this engine", info.IPs[c.Name()], worker.IP())
+		}
+		err = worker.Start(ctx)
+		if err == nil || !strings.Contains(err.Error(), "changed from "+worker.IP()) {
+			t.Fatalf("Start with the address taken: %v, want an error saying it changed", err)
+		}
+		t.Log(err)
+		if info, err := dc.InspectContainer(ctx, worker.ID()); err != nil || info.Running {
+			t.Errorf("worker container after the refused Start: running=%t (%v), want it stopped as before", info.Running, err)
 		}
 	})
 
