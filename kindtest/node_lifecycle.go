@@ -12,12 +12,15 @@ import (
 const haltSignal = "SIGRTMIN+3"
 
 // nodeStopGrace is how long Stop lets systemd shut the node down before
-// the engine kills it.
-const nodeStopGrace = 30 * time.Second
+// the engine kills it: `docker stop`'s default, as kind has it. systemd
+// gives each unit 90 s to stop, and a pod's container that ignores
+// SIGTERM takes all of them: a test should not wait for that.
+const nodeStopGrace = 10 * time.Second
 
-// Stop shuts the node down cleanly (systemd halts, its containers and the
-// kubelet with it) and leaves its container stopped, its /var volume and
-// its file system in place. Kubernetes marks the node NotReady once its
+// Stop shuts the node down (systemd halts, its containers and the kubelet
+// with it; what has not stopped after 10 s is killed, as by `docker
+// stop`) and leaves its container stopped, its /var volume and its file
+// system in place. Kubernetes marks the node NotReady once its
 // lease runs out (40 s). Stopping a stopped node does nothing.
 func (n *Node) Stop(ctx context.Context) error {
 	info, err := n.docker.InspectContainer(ctx, n.id)

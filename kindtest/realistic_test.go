@@ -142,9 +142,11 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 
 	t.Run("stop and start control plane", func(t *testing.T) {
 		cp := c.ControlPlane()
+		stop := time.Now()
 		if err := cp.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("control plane stopped in %v", time.Since(stop).Round(time.Millisecond))
 		if _, err := c.Kubectl(ctx, "get", "nodes"); err == nil {
 			t.Fatal("kubectl ran on a stopped control plane")
 		}
@@ -167,9 +169,11 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 		if !strings.Contains(string(c.Kubeconfig()), "server: "+c.APIServer()) {
 			t.Errorf("kubeconfig does not point at %s", c.APIServer())
 		}
+		ready := time.Now()
 		if err := c.WaitReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("whole cluster ready %v later", time.Since(ready).Round(time.Millisecond))
 		if _, err := c.Kubectl(ctx, "get", "pods"); err != nil {
 			t.Fatal(err)
 		}
