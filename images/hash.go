@@ -17,10 +17,14 @@ const hashLength = 12
 
 // notNodeImageInputs are files under images/ that build other images or
 // no image at all (the feature gate list generator), so that changing them
-// does not rebuild the node image.
+// does not rebuild the node image. A name ending in "/" stands for a
+// directory and everything below it.
 var notNodeImageInputs = map[string]bool{
 	"reaper.go":                       true,
 	"kubernetes/featuregates/main.go": true,
+	"registry.go":                     true,
+	"registry.txtar":                  true,
+	"registry/":                       true,
 }
 
 // isInput reports whether the file at rel (slash-separated, relative to
@@ -37,7 +41,7 @@ func isInput(rel string) bool {
 	}
 	name := parts[len(parts)-1]
 	return !strings.HasPrefix(name, ".") && !strings.HasSuffix(name, "_test.go") &&
-		!strings.HasSuffix(name, ".md") && !notNodeImageInputs[rel]
+		!strings.HasSuffix(name, ".md") && !notNodeImageInputs[rel] && !notNodeImageInputs[parts[0]+"/"]
 }
 
 // contentHash hashes the inputs of the node image found under dir (the

@@ -68,6 +68,8 @@ type Cluster struct {
 	// place is where this process stands relative to the engine; it
 	// decides the API server's address (see placement).
 	place placement
+	// registryAddr is "localhost:PORT" of the cluster's registry, if any.
+	registryAddr string
 }
 
 // PhaseTiming is how long one phase of cluster creation took.
@@ -202,6 +204,10 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	if err := errors.Join(errs...); err != nil {
 		dc.Close()
 		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
+	if err := checkRegistryImage(ctx, dc, cfg); err != nil {
+		dc.Close()
+		return nil, err
 	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)

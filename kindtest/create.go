@@ -51,7 +51,7 @@ func (c *Cluster) create(ctx context.Context) error {
 		if i == 0 {
 			role = RoleControlPlane
 		}
-		c.nodes[i] = &Node{name: nodeName(c.name, i), role: role, index: i, docker: c.docker}
+		c.nodes[i] = &Node{name: nodeName(c.name, i), role: role, index: i, docker: c.docker, cluster: c}
 	}
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
 	start := time.Now()
@@ -87,12 +87,22 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
 	if err := c.phase("containers", func() error {
-		return concurrent.Each(n, func(i int) error { return c.createNode(ctx, c.nodes[i]) })
+		return concurrent.Each(n+1, func(i int) error {
+			if i == n {
+				return c.startRegistry(ctx) // WithRegistry; nothing otherwise
+			}
+			return c.createNode(ctx, c.nodes[i])
+		})
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}
 	if err := c.phase("provision", func() error {
-		return concurrent.Each(n, func(i int) error { return c.prepareNode(ctx, c.nodes[i]) })
+		return concurrent.Each(n, func(i int) error {
+			if err := c.writeRegistryHosts(ctx, c.nodes[i]); err != nil {
+				return err
+			}
+			return c.prepareNode(ctx, c.nodes[i])
+		})
 	}); err != nil {
 		return c.wrapCtx(ctx, err)
 	}

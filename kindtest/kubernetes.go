@@ -47,11 +47,20 @@ iptables-save \
 sed -e "s/127.0.0.11/$gw/" /etc/resolv.conf > /tmp/resolv.conf
 cat /tmp/resolv.conf > /etc/resolv.conf
 
-mkdir -p /etc/cni/net.d
+%s`, podNetworkScript(c, n, routes.String()))
+}
+
+// podNetworkScript is the part of nodeNetworkScript that sets up
+// kindtest's pod network, "" under WithoutDefaultCNI.
+func podNetworkScript(c *Cluster, n *Node, routes string) string {
+	if c.cfg.noDefaultCNI {
+		return ""
+	}
+	return fmt.Sprintf(`mkdir -p /etc/cni/net.d
 cat > /etc/cni/net.d/10-kindtest.conflist <<'CNI'
 %sCNI
 iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
-%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes.String())
+%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes)
 }
 
 // setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm
@@ -99,6 +108,9 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 		}); err != nil {
 			return err
 		}
+	}
+	if c.cfg.noDefaultCNI {
+		return c.phase("api server", func() error { return c.waitAPIServer(ctx) })
 	}
 	return c.phase("ready", func() error { return c.waitReady(ctx) })
 }
@@ -269,6 +281,7 @@ func (c *Cluster) printAddon(ctx context.Context, cp *Node, name string, out *st
 }
 
 func (c *Cluster) writeKubeadmConfig(ctx context.Context, n *Node, cfg string) error {
+	cfg = c.adjustKubeadmConfig(cfg) // WithoutDefaultCNI
 	write := "mkdir -p " + filepath.Dir(kubeadmConfigPath) + " && cat > " + kubeadmConfigPath
 	if _, err := n.ExecInput(ctx, strings.NewReader(cfg), "sh", "-c", write); err != nil {
 		return c.nodeError(n, "write kubeadm config", err)

@@ -70,7 +70,7 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		return nil, err
 	}
 	for _, c := range cs {
-		record(c.Labels, true)
+		record(c.Labels, c.Labels[LabelRole] != RoleRegistry)
 	}
 	// A cluster whose creation stopped early may have only a network or
 	// volumes left.
@@ -242,6 +242,9 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if cs, err = c.adoptRegistry(ctx, cs); err != nil {
+		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+	}
 	if len(cs) == 0 {
 		return fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
 	}
@@ -265,7 +268,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 		if !info.Running {
 			return fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
 		}
-		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], docker: c.docker}
+		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], docker: c.docker, cluster: c}
 		if i == 0 {
 			c.labels = map[string]string{}
 			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep, LabelReuse} {
@@ -286,5 +289,6 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 		return nil
 	}
 	c.cfg.kubernetes = true
+	c.cfg.noDefaultCNI = c.attachedWithoutDefaultCNI(ctx)
 	return c.fetchKubeconfig(ctx)
 }

@@ -19,6 +19,8 @@ type Node struct {
 	docker *docker.Client
 	// cgroupV2 says the engine runs the node on a cgroup v2 host.
 	cgroupV2 bool
+	// cluster is the cluster the node belongs to, for Stop and Start.
+	cluster *Cluster
 }
 
 // Name is the node's container name, host name and Kubernetes node name.

@@ -87,6 +87,11 @@ type config struct {
 	// portMappings publish node ports of the control plane on the host
 	// (WithPortMapping).
 	portMappings []portMapping
+	// registry and mirrors: see WithRegistry and WithRegistryMirror.
+	registry bool
+	mirrors  []registryMirror
+	// noDefaultCNI: see WithoutDefaultCNI.
+	noDefaultCNI bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -195,6 +200,7 @@ func (c *config) validate() error {
 	}
 	errs = append(errs, c.settings.validate(c)...)
 	errs = append(errs, validatePortMappings(c.portMappings)...)
+	errs = append(errs, c.validateNetworking()...)
 	return errors.Join(errs...)
 }
 

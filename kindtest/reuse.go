@@ -32,6 +32,7 @@ func reuseHash(cfg *config, imageID string) string {
 	for _, m := range cfg.portMappings {
 		key += fmt.Sprintf("|%d:%d", m.hostPort, m.nodePort)
 	}
+	key += networkingReuseKey(cfg) // "" unless a registry, mirrors or WithoutDefaultCNI
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])[:16]
 }
@@ -136,6 +137,10 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
 		c.ports = candidate.ports
 		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
+		c.registryAddr = candidate.registryAddr
+		for _, n := range c.nodes {
+			n.cluster = c // for Stop and Start
+		}
 		c.mu.Lock()
 		c.reuseLock = lock
 		c.ready = true

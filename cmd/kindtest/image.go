@@ -61,8 +61,10 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 				refs = append(refs, tag)
 			}
 		}
-		if _, err := dc.InspectImage(ctx, images.ReaperImage); err == nil {
-			refs = append(refs, images.ReaperImage)
+		for _, ref := range []string{images.ReaperImage, images.RegistryImage} {
+			if _, err := dc.InspectImage(ctx, ref); err == nil {
+				refs = append(refs, ref)
+			}
 		}
 	}
 	slices.Sort(refs)
@@ -185,8 +187,8 @@ func checkArchive(file string) ([]string, error) {
 	return tags, nil
 }
 
-// pushImages pushes the node image as ref, and the reaper image beside it
-// (images.ReaperRef), to a registry.
+// pushImages pushes the node image as ref, and the reaper and registry
+// images beside it (images.ReaperRef, images.RegistryRef), to a registry.
 func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
 	dc, err := docker.New(ctx)
 	if err != nil {
@@ -194,7 +196,7 @@ func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
 	}
 	defer dc.Close()
 	host := docker.RegistryHost(ref)
-	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}} {
+	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}, {images.RegistryImage, images.RegistryRef(ref)}} {
 		local, remote := p[0], p[1]
 		start := time.Now()
 		if err := dc.TagImage(ctx, local, remote); err != nil {
@@ -209,6 +211,6 @@ func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "pushed %s in %s\n", remote, time.Since(start).Round(100*time.Millisecond))
 	}
-	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s (the reaper image is pulled from beside it)\n", ref)
+	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s (the reaper and registry images are pulled from beside it)\n", ref)
 	return nil
 }

@@ -28,11 +28,11 @@ import (
 const usage = `usage: kindtest <command> [flags]
 
 commands:
-  build            build the node and reaper images (skipped when up to date;
+  build            build the node, reaper and registry images (skipped when up to date;
                    -kubernetes-version vX.Y.Z for another Kubernetes;
-                   --push REGISTRY/PATH/node:TAG pushes both to a registry)
+                   --push REGISTRY/PATH/node:TAG pushes the three to a registry)
   image save -o FILE [REF...]
-                   write the node and reaper images to one archive file
+                   write the node, reaper and registry images to one archive file
   image load FILE  load such a file into the engine
   list             list clusters with their owner and age
   delete NAME...   delete clusters
@@ -135,7 +135,7 @@ func parseNoArgs(fs *flag.FlagSet, args []string) error {
 func build(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
-	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper image beside it")
+	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper and registry images beside it")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -148,6 +148,9 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if err := images.BuildReaper(ctx, images.WithLogger(logger)); err != nil {
+		return err
+	}
+	if err := images.BuildRegistry(ctx, images.WithLogger(logger)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "node image: %s (%s)\n", res.Image, res.ContentImage)

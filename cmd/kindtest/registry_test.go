@@ -178,9 +178,11 @@ func TestRegistryPushPull(t *testing.T) {
 	t.Run("node image", func(t *testing.T) {
 		ref := addr + "/kindtest/node:test-" + randomName(t)
 		reaperRef := images.ReaperRef(ref)
+		registryRef := images.RegistryRef(ref)
 		t.Cleanup(func() {
 			dc.RemoveImage(context.Background(), ref)
 			dc.RemoveImage(context.Background(), reaperRef)
+			dc.RemoveImage(context.Background(), registryRef)
 		})
 		var out bytes.Buffer
 		start := time.Now()
@@ -197,7 +199,23 @@ func TestRegistryPushPull(t *testing.T) {
 			t.Fatalf("pushed %s is not a node image: labels %v", ref, want.Labels)
 		}
 		// Only the pushed names go: the node image stays under its own.
-		for _, r := range []string{ref, reaperRef} {
+		// The registry image too, kept under a backup name: a cluster
+		// WithRegistry must pull it from beside the node image.
+		registryImg, err := dc.InspectImage(ctx, images.RegistryImage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		backup := "kindtest-test/registry-backup:" + randomName(t)
+		if err := dc.TagImage(ctx, images.RegistryImage, backup); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := dc.InspectImage(context.Background(), images.RegistryImage); err != nil {
+				dc.TagImage(context.Background(), backup, images.RegistryImage)
+			}
+			dc.RemoveImage(context.Background(), backup)
+		})
+		for _, r := range []string{ref, reaperRef, registryRef, images.RegistryImage} {
 			if err := dc.RemoveImage(ctx, r); err != nil {
 				t.Fatal(err)
 			}
@@ -211,7 +229,7 @@ func TestRegistryPushPull(t *testing.T) {
 			fmt.Fprintf(&logs, format+"\n", args...)
 		})
 		start = time.Now()
-		c, err := kindtest.New(ctx, kindtest.WithImage(ref), kindtest.WithoutKubernetes(), kindtest.WithLogger(logger), kindtest.WithNamePrefix("pulltest"))
+		c, err := kindtest.New(ctx, kindtest.WithImage(ref), kindtest.WithoutKubernetes(), kindtest.WithLogger(logger), kindtest.WithNamePrefix("pulltest"), kindtest.WithRegistry())
 		if err != nil {
 			t.Fatalf("cluster from %s: %v\n%s", ref, err, logs.String())
 		}
@@ -235,6 +253,13 @@ func TestRegistryPushPull(t *testing.T) {
 		}
 		if got, err := dc.InspectImage(ctx, reaperRef); err != nil || got.ID != reaper.ID {
 			t.Errorf("pulled %s: ID %s (%v), want %s's %s", reaperRef, got.ID, err, images.ReaperImage, reaper.ID)
+		}
+		// The registry image came from beside it, for WithRegistry.
+		if got, err := dc.InspectImage(ctx, images.RegistryImage); err != nil || got.ID != registryImg.ID {
+			t.Errorf("%s after the cluster: ID %s (%v), want the pushed %s", images.RegistryImage, got.ID, err, registryImg.ID)
+		}
+		if !strings.Contains(logs.String(), "pulled "+registryRef) || !strings.HasPrefix(c.RegistryAddr(), "localhost:") {
+			t.Errorf("the registry image was not pulled from %s (registry %q):\n%s", registryRef, c.RegistryAddr(), logs.String())
 		}
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -39,6 +40,8 @@ type ContainerSpec struct {
 	Binds []string
 	// Network the container joins, with its name as DNS alias.
 	Network string
+	// Aliases are more DNS names of the container on Network.
+	Aliases []string
 	// Ports publishes container ports on the host.
 	Ports []PortBinding
 	// StopSignal sent by a stop (for systemd, SIGRTMIN+3).
@@ -133,7 +136,7 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 	} else if spec.Network != "" {
 		host.NetworkMode = container.NetworkMode(spec.Network)
 		netCfg = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
-			spec.Network: {Aliases: []string{spec.Name}},
+			spec.Network: {Aliases: append([]string{spec.Name}, spec.Aliases...)},
 		}}
 	}
 	resp, err := c.api.ContainerCreate(ctx, cfg, host, netCfg, nil, spec.Name)
@@ -147,6 +150,17 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 func (c *Client) StartContainer(ctx context.Context, id string) error {
 	if err := c.api.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start container %s: %w", id, err)
+	}
+	return nil
+}
+
+// StopContainer stops a running container: the engine sends its stop
+// signal and, after timeout, kills it. A container that is not running
+// counts as stopped.
+func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Duration) error {
+	secs := int(timeout.Seconds())
+	if err := c.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+		return fmt.Errorf("stop container %s: %w", id, err)
 	}
 	return nil
 }

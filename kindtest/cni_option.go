@@ -1,0 +1,97 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// WithoutDefaultCNI leaves the pod network to the test: kindtest writes no
+// CNI configuration, adds no routes between nodes' pod ranges and no
+// masquerading, so nodes come up NotReady and CoreDNS stays Pending until
+// the test installs a CNI plugin (Calico, Cilium, a bridge configuration
+// of its own...). The controller-manager then allocates each node's pod
+// range (node.spec.podCIDR) from 10.244.0.0/16, as CNI plugins expect.
+// Start and New return once the API server answers, and say so; call
+// (*Cluster).WaitReady after applying the CNI. The node image carries the
+// standard CNI plugins in /usr/lib/cni. Default: kindtest's own pod
+// network, a bridge per node, ready before the nodes boot.
+func WithoutDefaultCNI() Option {
+	return func(c *config) error { c.noDefaultCNI = true; return nil }
+}
+
+// validateNetworking checks the options of this file and
+// registry_option.go against each other and the rest.
+func (c *config) validateNetworking() []error {
+	errs := c.validateRegistry()
+	if c.noDefaultCNI && !c.kubernetes {
+		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
+	}
+	return errs
+}
+
+// networkingReuseKey is what the options of this file and
+// registry_option.go add to a reusable cluster's configuration hash: ""
+// when none is given, so that the hash of other clusters stays as it was.
+func networkingReuseKey(c *config) string {
+	var b strings.Builder
+	if c.registry {
+		b.WriteString("|registry")
+	}
+	for _, m := range c.mirrors {
+		fmt.Fprintf(&b, "|mirror=%s=%s", m.host, m.endpoint)
+	}
+	if c.noDefaultCNI {
+		b.WriteString("|no-default-cni")
+	}
+	return b.String()
+}
+
+// allocateNodeCIDRsOff is how kubeadmInitConfig turns off the
+// controller-manager's pod range allocation, kindtest fixing each node's.
+const allocateNodeCIDRsOff = `  - name: allocate-node-cidrs
+    value: "false"`
+
+// adjustKubeadmConfig fits a kubeadm configuration to the options of this
+// file: under WithoutDefaultCNI the controller-manager allocates pod
+// ranges, which CNI plugins read from the nodes.
+func (c *Cluster) adjustKubeadmConfig(cfg string) string {
+	if !c.cfg.noDefaultCNI {
+		return cfg
+	}
+	return strings.Replace(cfg, allocateNodeCIDRsOff, strings.Replace(allocateNodeCIDRsOff, `"false"`, `"true"`, 1), 1)
+}
+
+// waitAPIServer waits until the API server answers ready, for clusters
+// whose nodes cannot be Ready before the test installs a CNI plugin.
+func (c *Cluster) waitAPIServer(ctx context.Context) error {
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.name, err)
+	}
+	defer api.close()
+	var last error
+	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		last = api.get(ctx, "/readyz", nil)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: API server not ready: %w (last answer: %v)", c.name, err, last)
+	}
+	c.log.Printf("kindtest: %s: API server ready; WithoutDefaultCNI: nodes stay NotReady until a CNI plugin is installed (then call WaitReady)", c.name)
+	return nil
+}
+
+// WaitReady waits until the cluster is ready as Start leaves it: API
+// server ready, every node Ready, the default service account present and
+// CoreDNS ready. It is for clusters made WithoutDefaultCNI, after the test
+// has installed its CNI plugin, and after node restarts. On failure the
+// error says which condition was not met and what the cluster showed.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	if !c.cfg.kubernetes {
+		return errors.New("wait ready: cluster " + c.name + " was made WithoutKubernetes")
+	}
+	return c.waitReady(ctx)
+}

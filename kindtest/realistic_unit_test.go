@@ -1,0 +1,128 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/images"
+)
+
+func TestNetworkingOptionsValidate(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want []string
+	}{
+		{"mirror endpoint not a URL", []Option{WithRegistryMirror("docker.io", "mirror.example.com:5000")}, []string{`endpoint "mirror.example.com:5000"`, "http:// or https:// URL"}},
+		{"mirror endpoint other scheme", []Option{WithRegistryMirror("docker.io", "ftp://mirror.example.com")}, []string{"http:// or https:// URL"}},
+		{"mirror endpoint without host", []Option{WithRegistryMirror("docker.io", "http://")}, []string{"http:// or https:// URL"}},
+		{"mirror empty host", []Option{WithRegistryMirror("", "http://mirror.example.com")}, []string{"empty host", "docker.io"}},
+		{"mirror host with scheme", []Option{WithRegistryMirror("https://docker.io", "http://mirror.example.com")}, []string{`host "https://docker.io"`, "without scheme"}},
+		{"mirror host with path", []Option{WithRegistryMirror("docker.io/library", "http://mirror.example.com")}, []string{"without scheme or path"}},
+		{"no CNI without Kubernetes", []Option{WithoutDefaultCNI(), WithoutKubernetes()}, []string{"WithoutDefaultCNI", "WithoutKubernetes"}},
+		{"all reported together", []Option{WithoutDefaultCNI(), WithoutKubernetes(), WithRegistryMirror("", "nope"), WithWorkers(-1)},
+			[]string{"WithoutDefaultCNI", "empty host", `endpoint "nope"`, "negative"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(context.Background(), tc.opts...)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if errors.Is(err, ErrDockerUnavailable) {
+				t.Fatalf("bad options reported as a missing engine: %v", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	for _, ok := range [][]Option{
+		{WithRegistry()},
+		{WithRegistryMirror("docker.io", "http://mirror.example.com:5000")},
+		{WithRegistryMirror("_default", "https://mirror.example.com/v2-proxy")},
+		{WithRegistryMirror("localhost:5001", "http://10.0.0.1:5000")},
+		{WithoutDefaultCNI(), WithWorkers(2)},
+		{WithRegistry(), WithoutKubernetes(), WithRegistryMirror("docker.io", "http://m:5000")},
+	} {
+		if _, err := newConfig(ok); err != nil {
+			t.Errorf("valid options refused: %v", err)
+		}
+	}
+}
+
+func TestWithoutDefaultCNIConfig(t *testing.T) {
+	cfg, err := newConfig([]Option{WithoutDefaultCNI(), WithWorkers(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{name: "c", cfg: cfg}
+	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
+	w := &Node{name: "c-worker", ip: "172.18.0.3", index: 1}
+	c.nodes = []*Node{cp, w}
+	init := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute, &cfg.settings)
+	if !strings.Contains(init, allocateNodeCIDRsOff) {
+		t.Fatalf("kubeadmInitConfig no longer turns pod range allocation off as %q: adjust adjustKubeadmConfig", allocateNodeCIDRsOff)
+	}
+	got := c.adjustKubeadmConfig(init)
+	if strings.Contains(got, allocateNodeCIDRsOff) || !strings.Contains(got, "  - name: allocate-node-cidrs\n    value: \"true\"") {
+		t.Errorf("WithoutDefaultCNI: the controller-manager must allocate pod ranges:\n%s", got)
+	}
+	script := nodeNetworkScript(c, w)
+	for _, no := range []string{"10-kindtest.conflist", "MASQUERADE", "ip route replace"} {
+		if strings.Contains(script, no) {
+			t.Errorf("WithoutDefaultCNI node network script has %q:\n%s", no, script)
+		}
+	}
+	if !strings.Contains(script, "resolv.conf") {
+		t.Errorf("WithoutDefaultCNI node network script lost the DNS set-up:\n%s", script)
+	}
+
+	def, _ := newConfig(nil)
+	c.cfg = def
+	if got := c.adjustKubeadmConfig(init); got != init {
+		t.Error("the default configuration was changed")
+	}
+	script = nodeNetworkScript(c, w)
+	for _, want := range []string{"10-kindtest.conflist", "MASQUERADE", "ip route replace 10.244.0.0/24 via 172.18.0.2"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("default node network script lacks %q:\n%s", want, script)
+		}
+	}
+}
+
+func TestNetworkingReuseKey(t *testing.T) {
+	def, _ := newConfig(nil)
+	if k := networkingReuseKey(def); k != "" {
+		t.Errorf("default configuration adds %q to the reuse hash: existing reusable clusters would no longer match", k)
+	}
+	seen := map[string]bool{"": true}
+	for _, opts := range [][]Option{
+		{WithRegistry()},
+		{WithoutDefaultCNI()},
+		{WithRegistryMirror("docker.io", "http://a:5000")},
+		{WithRegistryMirror("docker.io", "http://b:5000")},
+	} {
+		cfg, err := newConfig(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := networkingReuseKey(cfg)
+		if seen[k] {
+			t.Errorf("options %d share the reuse key %q with others", len(seen), k)
+		}
+		seen[k] = true
+	}
+}
+
+func TestRegistryEndpoint(t *testing.T) {
+	if want := fmt.Sprintf("http://%s:%d", registryAlias, images.RegistryPort); RegistryEndpoint != want {
+		t.Errorf("RegistryEndpoint %s, want %s", RegistryEndpoint, want)
+	}
+}

@@ -1,0 +1,228 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// RegistryImage is the image a cluster's registry (WithRegistry) runs
+// from. `kindtest build` builds it beside the node and reaper images.
+const RegistryImage = images.RegistryImage
+
+// RoleRegistry is the role label (LabelRole) of a cluster's registry
+// container.
+const RoleRegistry = "registry"
+
+// RegistryEndpoint is where nodes reach the cluster's registry
+// (WithRegistry) on the cluster's network, for WithRegistryMirror: with
+// WithRegistryMirror("docker.io", kindtest.RegistryEndpoint), images pushed
+// to RegistryAddr() as localhost:PORT/library/busybox:1.36 are what pods
+// naming docker.io/library/busybox:1.36 get.
+const RegistryEndpoint = "http://" + registryAlias + ":5000"
+
+// registryAlias is the registry container's name on every cluster's own
+// network.
+const registryAlias = "kindtest-registry"
+
+// registryHostsDir is where containerd on a node reads per-registry host
+// configuration (config_path in the node image's containerd.toml).
+const registryHostsDir = "/etc/containerd/certs.d"
+
+// registryMirror is one WithRegistryMirror.
+type registryMirror struct{ host, endpoint string }
+
+// WithRegistry starts a container registry (the CNCF distribution
+// registry, image RegistryImage) for the cluster, removed with it. Images
+// pushed to RegistryAddr() from the engine's host (`docker push
+// localhost:PORT/name:tag`) are pulled by every node under the same name,
+// so a pod spec can say `image: localhost:PORT/name:tag`. Its storage is
+// the container's own file system. Default: no registry.
+func WithRegistry() Option {
+	return func(c *config) error { c.registry = true; return nil }
+}
+
+// WithRegistryMirror makes every node's containerd pull images of the
+// registry host (for example "docker.io", "registry.k8s.io" or
+// "_default" for every registry) from endpoint first, an http:// or
+// https:// URL, before the host itself. Several mirrors of one host are
+// tried in the order given. The host is a registry name as it appears in
+// image references, without a scheme. Default: no mirrors.
+func WithRegistryMirror(host, endpoint string) Option {
+	return func(c *config) error {
+		c.mirrors = append(c.mirrors, registryMirror{host: host, endpoint: endpoint})
+		return nil
+	}
+}
+
+var registryHostPattern = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*(:[0-9]{1,5})?$`)
+
+// validateRegistry checks the registry options.
+func (c *config) validateRegistry() []error {
+	var errs []error
+	for _, m := range c.mirrors {
+		switch {
+		case m.host == "":
+			errs = append(errs, fmt.Errorf("registry mirror for endpoint %q: empty host: name the registry it mirrors, such as \"docker.io\" (or \"_default\" for every registry)", m.endpoint))
+		case m.host != "_default" && !registryHostPattern.MatchString(m.host):
+			errs = append(errs, fmt.Errorf("registry mirror host %q: want a registry name as in image references, HOST or HOST:PORT without scheme or path, such as \"docker.io\"", m.host))
+		}
+		u, err := url.Parse(m.endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("registry mirror endpoint %q for %q: want an http:// or https:// URL such as \"http://mirror.example.com:5000\"", m.endpoint, m.host))
+		}
+	}
+	return errs
+}
+
+// checkRegistryImage makes sure the registry image is there before
+// anything is created.
+func checkRegistryImage(ctx context.Context, dc *docker.Client, cfg *config) error {
+	if !cfg.registry {
+		return nil
+	}
+	_, err := dc.InspectImage(ctx, RegistryImage)
+	if docker.IsNotFound(err) && docker.RegistryHost(cfg.image) != "" {
+		// Node images pulled from a registry have it beside them.
+		ref := images.RegistryRef(cfg.image)
+		if err = pullImage(ctx, dc, ref, cfg.logger); err == nil {
+			err = dc.TagImage(ctx, ref, RegistryImage)
+		}
+		if err != nil {
+			return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s, and pulling it from beside the node image as %s failed: %w. `kindtest build --push NODE-REF` pushes it there; or build it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", RegistryImage, dc.Host(), ref, err)
+		}
+		return nil
+	}
+	if docker.IsNotFound(err) {
+		return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s: build it with `go run github.com/kindtest/kindtest/cmd/kindtest build` (it builds the node, reaper and registry images), or load it from a file made by `kindtest image save`", RegistryImage, dc.Host())
+	}
+	if err != nil {
+		return fmt.Errorf("kindtest: WithRegistry: %w", err)
+	}
+	return nil
+}
+
+// registryName names the cluster's registry container; nodes reach it by
+// this name on the cluster's network.
+func registryName(cluster string) string { return cluster + "-registry" }
+
+// startRegistry creates and starts the cluster's registry container, on
+// the cluster's network, labelled like the nodes (so that Delete, the
+// reaper and the sweep remove it), its port published on the engine
+// host's loopback, or for a remote engine on every address of that host:
+// the engine itself pushes to localhost:PORT.
+func (c *Cluster) startRegistry(ctx context.Context) error {
+	if !c.cfg.registry {
+		return nil
+	}
+	name := registryName(c.name)
+	labels := c.Labels()
+	labels[LabelRole] = RoleRegistry
+	hostIP := c.place.publishIP
+	if c.place.kind == placementRemote {
+		hostIP = "0.0.0.0"
+	}
+	sctx, cancel := c.settled(ctx)
+	defer cancel()
+	id, err := c.docker.CreateContainer(sctx, docker.ContainerSpec{
+		Name:    name,
+		Image:   RegistryImage,
+		Labels:  labels,
+		Network: c.name,
+		Aliases: []string{registryAlias},
+		Ports:   []docker.PortBinding{{HostIP: hostIP, ContainerPort: images.RegistryPort}},
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %s: create registry: %w", c.name, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cluster %s: start registry: %w", c.name, err)
+	}
+	if err := c.docker.StartContainer(sctx, id); err != nil {
+		return fmt.Errorf("cluster %s: start registry: %w", c.name, err)
+	}
+	info, err := c.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("cluster %s: registry: %w", c.name, err)
+	}
+	return c.setRegistryAddr(info)
+}
+
+// setRegistryAddr records the registry's published port from its
+// container.
+func (c *Cluster) setRegistryAddr(info docker.Container) error {
+	hostPort := info.Ports[fmt.Sprintf("%d/tcp", images.RegistryPort)]
+	_, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return fmt.Errorf("cluster %s: registry container %s: port %d is not published (%q)", c.name, info.Name, images.RegistryPort, hostPort)
+	}
+	c.registryAddr = "localhost:" + port
+	return nil
+}
+
+// RegistryAddr returns the name of the cluster's registry (WithRegistry),
+// "localhost:PORT", or "" when it has none. The same name works in image
+// references pushed through the engine (`docker tag IMG
+// localhost:PORT/name:tag && docker push localhost:PORT/name:tag`, which
+// the engine treats as a local, plain-HTTP registry) and in pod specs: on
+// every node containerd maps it to the registry container.
+func (c *Cluster) RegistryAddr() string { return c.registryAddr }
+
+// writeRegistryHosts writes, before boot, the containerd host
+// configuration of node n: the cluster registry's name mapped to its
+// container, and the mirrors. The control plane then waits until the
+// registry answers over the cluster's network.
+func (c *Cluster) writeRegistryHosts(ctx context.Context, n *Node) error {
+	files := map[string]string{}
+	if c.registryAddr != "" {
+		endpoint := fmt.Sprintf("http://%s:%d", registryName(c.name), images.RegistryPort)
+		files[c.registryAddr] = fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n", endpoint, endpoint)
+	}
+	for _, m := range c.cfg.mirrors {
+		// Hosts are tried in the order the file lists them.
+		files[m.host] += fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n\n", m.endpoint)
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	var script strings.Builder
+	script.WriteString("set -eu\n")
+	for host, content := range files {
+		dir := registryHostsDir + "/" + host
+		fmt.Fprintf(&script, "mkdir -p '%s'\ncat > '%s/hosts.toml' <<'TOML'\n%sTOML\n", dir, dir, content)
+	}
+	if c.registryAddr != "" && n.role == RoleControlPlane {
+		fmt.Fprintf(&script, "timeout 60 sh -c 'until curl -sf -o /dev/null http://%s:%d/v2/; do sleep 0.1; done' || { echo 'registry %s does not answer on the cluster network' >&2; exit 1; }\n",
+			registryName(c.name), images.RegistryPort, registryName(c.name))
+	}
+	if _, err := n.sh(ctx, script.String()); err != nil {
+		return c.nodeError(n, "write registry hosts", err)
+	}
+	return nil
+}
+
+// adoptRegistry takes the registry container out of a cluster's container
+// list, for Attach, recording its address.
+func (c *Cluster) adoptRegistry(ctx context.Context, cs []docker.Container) ([]docker.Container, error) {
+	out := cs[:0:0]
+	for _, ct := range cs {
+		if ct.Labels[LabelRole] != RoleRegistry {
+			out = append(out, ct)
+			continue
+		}
+		info, err := c.docker.InspectContainer(ctx, ct.ID)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.setRegistryAddr(info); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
