@@ -28,7 +28,6 @@ var kindUnsupported = map[string]string{
 	"networking.apiServerPort":           "the engine picks the API server's host port",
 	"networking.podSubnet":               "kindtest's pod range is fixed at " + podSubnet,
 	"networking.serviceSubnet":           "kindtest's Service range is fixed at " + serviceSubnet,
-	"networking.disableDefaultCNI":       "kindtest's pod network is a bridge written before boot and cannot be left out",
 	"networking.kubeProxyMode":           "kube-proxy runs in iptables mode",
 	"networking.dnsSearch":               "the nodes' DNS search list is the engine's",
 }
@@ -40,7 +39,6 @@ var kindDefaults = map[string]string{
 	"networking.podSubnet":         podSubnet,
 	"networking.serviceSubnet":     serviceSubnet,
 	"networking.kubeProxyMode":     "iptables",
-	"networking.disableDefaultCNI": "false",
 }
 
 // WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
@@ -54,9 +52,10 @@ var kindDefaults = map[string]string{
 // naming the field and why: name, kubeadmConfigPatches(JSON6902),
 // containerdConfigPatches(JSON6902), nodes[].image,
 // nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
-// networking field (ipFamily, podSubnet, serviceSubnet, kubeProxyMode and
-// disableDefaultCNI are accepted when they state kindtest's own values:
-// ipv4, 10.244.0.0/16, 10.96.0.0/16, iptables, false). Options after it
+// networking field but disableDefaultCNI (true is WithoutDefaultCNI);
+// ipFamily, podSubnet, serviceSubnet and kubeProxyMode are accepted when
+// they state kindtest's own values: ipv4, 10.244.0.0/16, 10.96.0.0/16,
+// iptables. Options after it
 // add to or override what it set. Default: none.
 func WithKindConfig(data []byte) Option {
 	return func(c *config) error {
@@ -137,6 +136,15 @@ func applyKindConfig(c *config, data []byte) error {
 	}
 	if nw, ok := raw["networking"].(map[string]any); ok {
 		for _, k := range slices.Sorted(maps.Keys(nw)) {
+			if k == "disableDefaultCNI" {
+				switch v := nw[k].(type) {
+				case bool:
+					c.noDefaultCNI = v // as WithoutDefaultCNI
+				default:
+					errs = append(errs, fmt.Errorf("field networking.disableDefaultCNI: %v is not true or false", v))
+				}
+				continue
+			}
 			if kindUnsupported["networking."+k] != "" {
 				unsupported("networking."+k, nw[k])
 			} else {

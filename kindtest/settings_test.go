@@ -254,7 +254,7 @@ foo: 1
 networking:
   podSubnet: 10.0.0.0/8
   apiServerPort: 6443
-  disableDefaultCNI: true
+  disableDefaultCNI: maybe
   bar: 2
 nodes:
 - role: control-plane
@@ -269,8 +269,8 @@ nodes:
 		"field foo: not a field of kind's v1alpha4 Cluster",
 		"field networking.podSubnet is not supported by kindtest: kindtest's pod range is fixed at 10.244.0.0/16",
 		"field networking.apiServerPort is not supported",
-		"field networking.disableDefaultCNI is not supported",
 		"field networking.bar: not a field",
+		"field networking.disableDefaultCNI: maybe is not true or false",
 		"field nodes[0].image is not supported by kindtest: every node runs the cluster's node image: use WithImage",
 		"field nodes[0].kubeadmConfigPatches is not supported",
 		"field nodes[0].baz: not a field",
@@ -288,6 +288,9 @@ nodes:
 `))),
 		"nodes[0].extraPortMappings[0].listenAddress is not supported", `nodes[0].extraPortMappings[1].protocol "UDP"`,
 		"nodes[1].extraPortMappings: kindtest publishes ports of the control-plane node only")
+	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  disableDefaultCNI: true\n"))}); err != nil || !cfg.noDefaultCNI {
+		t.Errorf("kind disableDefaultCNI: true is not WithoutDefaultCNI: %v", err)
+	}
 	if _, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  extraPortMappings:\n  - containerPort: 6443\n"))}); err == nil || !strings.Contains(err.Error(), "6443") {
 		t.Errorf("kind extraPortMappings onto the API server's port: %v", err)
 	}
