@@ -35,10 +35,10 @@ var kindUnsupported = map[string]string{
 // kindDefaults are values of unsupported fields that are what kindtest
 // does anyway, so that a kind config spelling them out is accepted.
 var kindDefaults = map[string]string{
-	"networking.ipFamily":          "ipv4",
-	"networking.podSubnet":         podSubnet,
-	"networking.serviceSubnet":     serviceSubnet,
-	"networking.kubeProxyMode":     "iptables",
+	"networking.ipFamily":      "ipv4",
+	"networking.podSubnet":     podSubnet,
+	"networking.serviceSubnet": serviceSubnet,
+	"networking.kubeProxyMode": "iptables",
 }
 
 // WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
