@@ -206,6 +206,11 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
 	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
+	if !c.cfg.withoutStorage {
+		// Applied with the others, so that the default StorageClass exists
+		// once Start returns; its provisioner pod is not waited for.
+		manifests = strings.TrimRight(manifests, "\n") + "\n---\n" + storageManifest
+	}
 	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)
 	}

@@ -82,6 +82,8 @@ type config struct {
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
+	// withoutStorage leaves out the default StorageClass (WithoutStorage).
+	withoutStorage bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a

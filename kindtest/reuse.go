@@ -19,9 +19,10 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, and the same prefix.
+// workers, with or without Kubernetes, with or without the default
+// StorageClass, and the same prefix.
 func reuseHash(cfg *config, imageID string) string {
-	h := sha256.Sum256([]byte(fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)))
+	h := sha256.Sum256([]byte(fmt.Sprintf("v2|%s|%d|%t|%t|%s", imageID, cfg.workers, cfg.kubernetes, !cfg.withoutStorage, cfg.prefix)))
 	return hex.EncodeToString(h[:])[:16]
 }
 

@@ -27,6 +27,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	sizes := fs.String("workers", "0,2", "comma-separated worker counts to measure")
 	payload := fs.Int("load-mb", 50, "size of the image LoadImage is timed with, in MB (0: skip)")
 	settle := fs.Duration("settle", 30*time.Second, "wait after Ready before measuring memory at rest (0: skip)")
+	noStorage := fs.Bool("without-storage", false, "create the clusters WithoutStorage (no default StorageClass)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -59,7 +60,11 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		for i := range *runs {
 			fmt.Fprintf(out, "1+%d nodes, run %d/%d\n", w, i+1, *runs)
 			start := time.Now()
-			c, err := kindtest.New(ctx, kindtest.WithWorkers(w))
+			opts := []kindtest.Option{kindtest.WithWorkers(w)}
+			if *noStorage {
+				opts = append(opts, kindtest.WithoutStorage())
+			}
+			c, err := kindtest.New(ctx, opts...)
 			if err != nil {
 				return err
 			}

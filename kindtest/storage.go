@@ -1,0 +1,187 @@
+package kindtest
+
+import (
+	"strings"
+
+	"github.com/kindtest/kindtest/images"
+)
+
+// Every cluster has a default StorageClass, "standard", served by Rancher's
+// local-path provisioner: a PersistentVolumeClaim without storageClassName
+// gets a directory on the node of the first pod that uses it, under
+// StorageRoot (on the node's /var volume, so it goes with the cluster).
+// The provisioner's objects are applied with kube-proxy's and CoreDNS's,
+// but Start does not wait for its pod: a claim simply binds once it runs,
+// and the pods that use the claim stay Pending until then.
+const (
+	// StorageClassName is the name of the default StorageClass that
+	// every cluster has unless WithoutStorage is given.
+	StorageClassName = "standard"
+	// StorageRoot is where, on the node, the default StorageClass's
+	// volumes live: one directory per volume.
+	StorageRoot = "/var/local-path-provisioner"
+)
+
+// WithoutStorage leaves out the default StorageClass and its provisioner,
+// for tests that bring their own (a CSI driver, another default class).
+// Default: every cluster has the StorageClass StorageClassName, marked as
+// the default class, with volumes on the node under StorageRoot.
+func WithoutStorage() Option {
+	return func(c *config) error { c.withoutStorage = true; return nil }
+}
+
+// storageManifest is the default StorageClass and its provisioner, all in
+// kube-system: namespaces other than the system ones are emptied when a
+// reused cluster is handed to the next run. The provisioner runs from the
+// image preloaded in the node image, which also has the shell and
+// coreutils its helper pods run to create and remove volume directories.
+var storageManifest = strings.NewReplacer(
+	"{{image}}", images.LocalPathProvisionerImage,
+	"{{class}}", StorageClassName,
+	"{{root}}", StorageRoot,
+).Replace(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+rules:
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: local-path-provisioner
+subjects:
+- kind: ServiceAccount
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kindtest:local-path-provisioner
+rules:
+- apiGroups: [""]
+  resources: ["nodes", "persistentvolumeclaims", "configmaps", "pods", "pods/log"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get", "list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kindtest:local-path-provisioner
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: kindtest:local-path-provisioner
+subjects:
+- kind: ServiceAccount
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: local-path-config
+  namespace: kube-system
+data:
+  config.json: |-
+    {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["{{root}}"]}]}
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: helper-pod
+    spec:
+      priorityClassName: system-node-critical
+      containers:
+      - name: helper-pod
+        image: {{image}}
+        imagePullPolicy: IfNotPresent
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+  labels:
+    app: local-path-provisioner
+spec:
+  replicas: 1
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      app: local-path-provisioner
+  template:
+    metadata:
+      labels:
+        app: local-path-provisioner
+    spec:
+      serviceAccountName: local-path-provisioner
+      priorityClassName: system-cluster-critical
+      containers:
+      - name: local-path-provisioner
+        image: {{image}}
+        imagePullPolicy: IfNotPresent
+        args:
+        - start
+        - --config=/etc/config/config.json
+        - --namespace=kube-system
+        - --service-account-name=local-path-provisioner
+        - --configmap-name=local-path-config
+        - --helper-image={{image}}
+        env:
+        - name: CONFIG_MOUNT_PATH
+          value: /etc/config/
+        resources:
+          requests:
+            cpu: 10m
+            memory: 16Mi
+        volumeMounts:
+        - name: config
+          mountPath: /etc/config/
+      volumes:
+      - name: config
+        configMap:
+          name: local-path-config
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {{class}}
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+`)
