@@ -25,7 +25,8 @@ const (
 // WithoutStorage leaves out the default StorageClass and its provisioner,
 // for tests that bring their own (a CSI driver, another default class).
 // Default: every cluster has the StorageClass StorageClassName, marked as
-// the default class, with volumes on the node under StorageRoot.
+// the default class, with volumes on the node under StorageRoot. With
+// WithReuse, clusters with and without storage are told apart.
 func WithoutStorage() Option {
 	return func(c *config) error { c.withoutStorage = true; return nil }
 }
