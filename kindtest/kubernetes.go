@@ -209,7 +209,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if !c.cfg.withoutStorage {
 		// Applied with the others, so that the default StorageClass exists
 		// once Start returns; its provisioner pod is not waited for.
-		manifests = strings.TrimRight(manifests, "\n") + "\n---\n" + storageManifest
+		manifests = strings.TrimRight(manifests, "\n") + "\n---\n" + storageManifest(cp.ip, apiServerPort)
 	}
 	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)

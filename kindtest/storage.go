@@ -1,6 +1,7 @@
 package kindtest
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/kindtest/kindtest/images"
@@ -31,16 +32,25 @@ func WithoutStorage() Option {
 	return func(c *config) error { c.withoutStorage = true; return nil }
 }
 
-// storageManifest is the default StorageClass and its provisioner, all in
-// kube-system: namespaces other than the system ones are emptied when a
-// reused cluster is handed to the next run. The provisioner runs from the
-// image preloaded in the node image, which also has the shell and
+// storageManifest returns the default StorageClass and its provisioner,
+// all in kube-system: namespaces other than the system ones are emptied
+// when a reused cluster is handed to the next run. The provisioner runs
+// from the image preloaded in the node image, which also has the shell and
 // coreutils its helper pods run to create and remove volume directories.
-var storageManifest = strings.NewReplacer(
-	"{{image}}", images.LocalPathProvisionerImage,
-	"{{class}}", StorageClassName,
-	"{{root}}", StorageRoot,
-).Replace(`apiVersion: v1
+// Like CoreDNS, it reaches the API server at apiHost:apiPort rather than
+// through the kubernetes Service: started before kube-proxy has programmed
+// that Service, it would fail its first start and be restarted.
+func storageManifest(apiHost string, apiPort int) string {
+	return strings.NewReplacer(
+		"{{image}}", images.LocalPathProvisionerImage,
+		"{{class}}", StorageClassName,
+		"{{root}}", StorageRoot,
+		"{{apiHost}}", apiHost,
+		"{{apiPort}}", strconv.Itoa(apiPort),
+	).Replace(storageTemplate)
+}
+
+const storageTemplate = `apiVersion: v1
 kind: ServiceAccount
 metadata:
   name: local-path-provisioner
@@ -164,6 +174,10 @@ spec:
         env:
         - name: CONFIG_MOUNT_PATH
           value: /etc/config/
+        - name: KUBERNETES_SERVICE_HOST
+          value: "{{apiHost}}"
+        - name: KUBERNETES_SERVICE_PORT
+          value: "{{apiPort}}"
         resources:
           requests:
             cpu: 10m
@@ -185,4 +199,4 @@ metadata:
 provisioner: rancher.io/local-path
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
-`)
+`

@@ -34,6 +34,14 @@ func TestStorage(t *testing.T) {
 		if want := kindtest.StorageClassName + " true WaitForFirstConsumer Delete\n"; res.Stdout != want {
 			t.Fatalf("storage classes:\n%s\nwant %q", res.Stdout, want)
 		}
+		// It reaches the API server directly: no failed first start.
+		if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/local-path-provisioner", "--timeout=2m"); err != nil {
+			t.Fatalf("provisioner not running: %v\n%s", err, describe(ctx, c, "-n", "kube-system", "deployment/local-path-provisioner"))
+		}
+		res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-l", "app=local-path-provisioner", "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
+		if err != nil || res.Stdout != "0" {
+			t.Errorf("provisioner restarts: %q (%v), want 0", res.Stdout, err)
+		}
 	})
 
 	t.Run("claim without class", func(t *testing.T) {

@@ -29,8 +29,9 @@ func TestUnitStorageOption(t *testing.T) {
 // TestUnitStorageManifest checks what the manifest is filled in with: the
 // preloaded image, never pulled, and the default class.
 func TestUnitStorageManifest(t *testing.T) {
-	if strings.Contains(storageManifest, "{{") {
-		t.Fatalf("unreplaced placeholder in the storage manifest:\n%s", storageManifest)
+	m := storageManifest("192.0.2.7", 6443)
+	if strings.Contains(m, "{{") {
+		t.Fatalf("unreplaced placeholder in the storage manifest:\n%s", m)
 	}
 	for _, want := range []string{
 		"image: " + images.LocalPathProvisionerImage + "\n",
@@ -40,12 +41,14 @@ func TestUnitStorageManifest(t *testing.T) {
 		`storageclass.kubernetes.io/is-default-class: "true"`,
 		"volumeBindingMode: WaitForFirstConsumer\n",
 		"reclaimPolicy: Delete\n",
+		"- name: KUBERNETES_SERVICE_HOST\n          value: \"192.0.2.7\"\n",
+		"- name: KUBERNETES_SERVICE_PORT\n          value: \"6443\"\n",
 	} {
-		if !strings.Contains(storageManifest, want) {
+		if !strings.Contains(m, want) {
 			t.Errorf("storage manifest lacks %q", want)
 		}
 	}
-	if n, m := strings.Count(storageManifest, "image: "), strings.Count(storageManifest, "imagePullPolicy: IfNotPresent"); n != 2 || m != n {
+	if n, m := strings.Count(m, "image: "), strings.Count(m, "imagePullPolicy: IfNotPresent"); n != 2 || m != n {
 		t.Errorf("storage manifest: %d images, %d with imagePullPolicy IfNotPresent; want 2 and 2", n, m)
 	}
 }
