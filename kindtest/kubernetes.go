@@ -100,7 +100,13 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 			return err
 		}
 	}
-	return c.phase("ready", func() error { return c.waitReady(ctx) })
+	if err := c.phase("ready", func() error { return c.waitReady(ctx) }); err != nil {
+		return err
+	}
+	if c.cfg.withoutStorage {
+		return nil
+	}
+	return c.phase("storage", func() error { return c.startStorage(ctx) })
 }
 
 // waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
@@ -206,12 +212,13 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
 	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
+	write := "cat > " + addonsManifest
 	if !c.cfg.withoutStorage {
-		// Applied with the others, so that the default StorageClass exists
-		// once Start returns; its provisioner pod is not waited for.
-		manifests = strings.TrimRight(manifests, "\n") + "\n---\n" + storageManifest(cp.ip, apiServerPort)
+		// One exec writes both files: the add-ons' bytes, then the rest.
+		write = fmt.Sprintf("head -c %d > %s && cat > %s", len(manifests), addonsManifest, storageManifestPath)
+		manifests += storageManifest(cp.ip, apiServerPort)
 	}
-	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
+	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", write); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)
 	}
 	return nil

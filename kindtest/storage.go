@@ -1,6 +1,8 @@
 package kindtest
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -11,9 +13,14 @@ import (
 // local-path provisioner: a PersistentVolumeClaim without storageClassName
 // gets a directory on the node of the first pod that uses it, under
 // StorageRoot (on the node's /var volume, so it goes with the cluster).
-// The provisioner's objects are applied with kube-proxy's and CoreDNS's,
-// but Start does not wait for its pod: a claim simply binds once it runs,
-// and the pods that use the claim stay Pending until then.
+//
+// Start does not wait for any of it: once the cluster is ready, it starts
+// the apply of the provisioner's manifest on the control plane and
+// returns. The StorageClass appears within about a second, the provisioner
+// a few seconds later. A claim made before the class exists gets it all
+// the same (Kubernetes gives the default class to claims without one when
+// a default appears), and binds once the provisioner runs; the pods that
+// use it stay Pending until then, so waiting for one's own pods covers it.
 const (
 	// StorageClassName is the name of the default StorageClass that
 	// every cluster has unless WithoutStorage is given.
@@ -22,6 +29,30 @@ const (
 	// volumes live: one directory per volume.
 	StorageRoot = "/var/local-path-provisioner"
 )
+
+// Where the control plane keeps the storage manifest and the output of its
+// apply (exported with the kubeadm logs).
+const (
+	storageManifestPath = "/etc/kindtest/storage.yaml"
+	storageLog          = "/etc/kindtest/storage.log"
+)
+
+// startStorage starts applying the storage manifest on the control plane
+// and returns at once: nothing in Start waits for storage. The apply is
+// retried, the API server being busy right after start.
+func (c *Cluster) startStorage(ctx context.Context) error {
+	script := fmt.Sprintf(`(
+  for i in $(seq 30); do
+    kubectl --kubeconfig %s apply -f %s && exit 0
+    sleep 1
+  done
+  exit 1
+) </dev/null >%s 2>&1 &`, adminKubeconfig, storageManifestPath, storageLog)
+	if _, err := c.ControlPlane().sh(ctx, script); err != nil {
+		return c.nodeError(c.ControlPlane(), "start applying the storage manifest", err)
+	}
+	return nil
+}
 
 // WithoutStorage leaves out the default StorageClass and its provisioner,
 // for tests that bring their own (a CSI driver, another default class).

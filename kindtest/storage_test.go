@@ -16,7 +16,8 @@ import (
 const shellImage = images.LocalPathProvisionerImage
 
 // TestStorage runs one cluster of a control plane and two workers: a claim
-// without a class binds to the default one, a StatefulSet gets a volume per
+// without a class, made as soon as Start returns (perhaps before the class
+// exists), binds to the default one; a StatefulSet gets a volume per
 // replica, data outlives its pod, and a deleted claim's directory goes. The
 // start helper checks that nothing is left on the engine after Delete.
 func TestStorage(t *testing.T) {
@@ -24,25 +25,6 @@ func TestStorage(t *testing.T) {
 	c := start(t, dc, kindtest.WithWorkers(2))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-
-	t.Run("default class", func(t *testing.T) {
-		res, err := c.Kubectl(ctx, "get", "storageclass", "-o",
-			`jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\.kubernetes\.io/is-default-class} {.volumeBindingMode} {.reclaimPolicy}{"\n"}{end}`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := kindtest.StorageClassName + " true WaitForFirstConsumer Delete\n"; res.Stdout != want {
-			t.Fatalf("storage classes:\n%s\nwant %q", res.Stdout, want)
-		}
-		// It reaches the API server directly: no failed first start.
-		if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/local-path-provisioner", "--timeout=2m"); err != nil {
-			t.Fatalf("provisioner not running: %v\n%s", err, describe(ctx, c, "-n", "kube-system", "deployment/local-path-provisioner"))
-		}
-		res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-l", "app=local-path-provisioner", "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
-		if err != nil || res.Stdout != "0" {
-			t.Errorf("provisioner restarts: %q (%v), want 0", res.Stdout, err)
-		}
-	})
 
 	t.Run("claim without class", func(t *testing.T) {
 		manifest := fmt.Sprintf(`apiVersion: v1
@@ -110,6 +92,28 @@ spec:
 		}
 		if _, err := node.Exec(ctx, "test", "!", "-e", path.Stdout); err != nil {
 			t.Errorf("%s: %s still there after its volume was deleted", node.Name(), path.Stdout)
+		}
+	})
+
+	t.Run("default class", func(t *testing.T) {
+		res, err := c.Kubectl(ctx, "get", "storageclass", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.metadata.annotations.storageclass\.kubernetes\.io/is-default-class} {.volumeBindingMode} {.reclaimPolicy}{"\n"}{end}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := kindtest.StorageClassName + " true WaitForFirstConsumer Delete\n"; res.Stdout != want {
+			t.Fatalf("storage classes:\n%s\nwant %q", res.Stdout, want)
+		}
+		// It reaches the API server directly: no failed first start.
+		if _, err := c.Kubectl(ctx, "-n", "kube-system", "wait", "--for=create", "deployment/local-path-provisioner", "--timeout=1m"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "deployment/local-path-provisioner", "--timeout=2m"); err != nil {
+			t.Fatalf("provisioner not running: %v\n%s", err, describe(ctx, c, "-n", "kube-system", "deployment/local-path-provisioner"))
+		}
+		res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-l", "app=local-path-provisioner", "-o", "jsonpath={.items[*].status.containerStatuses[*].restartCount}")
+		if err != nil || res.Stdout != "0" {
+			t.Errorf("provisioner restarts: %q (%v), want 0", res.Stdout, err)
 		}
 	})
 
