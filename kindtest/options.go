@@ -92,6 +92,8 @@ type config struct {
 	mirrors  []registryMirror
 	// noDefaultCNI: see WithoutDefaultCNI.
 	noDefaultCNI bool
+	// withoutStorage leaves out the default StorageClass (WithoutStorage).
+	withoutStorage bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a
@@ -272,8 +274,10 @@ func WithArtifactsDir(dir string) Option {
 
 // WithReuse makes the cluster outlive the test for the edit-test loop: the
 // first run creates and keeps it, later runs with the same configuration
-// (node image, workers, Kubernetes or not, name prefix, port mappings)
-// attach to it in about a second. A cluster in use by another run is never attached to.
+// (node image, workers, Kubernetes or not, storage or not, name prefix,
+// settings, port mappings, registry, mirrors, default CNI or not) attach
+// to it in about a second. A cluster in use by another run is never
+// attached to.
 // When a run ends, its namespaces (all but default and the kube-* ones)
 // and the namespaced objects it left in default are deleted; cluster-scoped
 // objects and loaded images stay. Delete then releases the cluster rather

@@ -35,6 +35,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	settle := fs.Duration("settle", 30*time.Second, "wait after Ready before measuring memory at rest (0: skip)")
 	parallel := fs.Int("parallel", 1, "clusters created at once in each run, as by that many test processes")
 	jsonPath := fs.String("json", "", "append one JSON line per cluster created to this file")
+	noStorage := fs.Bool("without-storage", false, "create the clusters WithoutStorage (no default StorageClass)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
-				opt := benchOptions{payloadMB: *payload, settle: *settle}
+				opt := benchOptions{payloadMB: *payload, settle: *settle, withoutStorage: *noStorage}
 				// Memory is measured once per size, in the first run's
 				// first cluster, and LoadImage timed once for one node.
 				opt.measureMemory = i == 0 && j == 0 && *settle > 0
@@ -124,16 +125,21 @@ type benchRun struct {
 }
 
 type benchOptions struct {
-	payloadMB     int
-	settle        time.Duration
-	measureMemory bool
-	loadImage     bool
+	payloadMB      int
+	settle         time.Duration
+	measureMemory  bool
+	loadImage      bool
+	withoutStorage bool
 }
 
 // benchOne creates one cluster, takes its measures into r and deletes it.
 func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
+	opts := []kindtest.Option{kindtest.WithWorkers(r.Workers)}
+	if opt.withoutStorage {
+		opts = append(opts, kindtest.WithoutStorage())
+	}
 	start := time.Now()
-	c, err := kindtest.New(ctx, kindtest.WithWorkers(r.Workers))
+	c, err := kindtest.New(ctx, opts...)
 	if err != nil {
 		return err
 	}
