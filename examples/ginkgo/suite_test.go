@@ -5,6 +5,8 @@
 package ginkgo
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +70,34 @@ var _ = Describe("the echo workload", func() {
 		exitErr = err.(*kindtest.ExitError)
 		Expect(exitErr.ExitCode).To(Equal(7))
 		Expect(exitErr.Stderr).To(Equal("nope\n"))
+	})
+})
+
+// Reaching the workload from the spec's own process, and a namespace per
+// spec that Ginkgo's DeferCleanup removes.
+var _ = Describe("the test process", Ordered, func() {
+	var ns string
+
+	It("gets a namespace of its own and reaches the Service through PortForward", func(ctx SpecContext) {
+		ns = cluster.Namespace(GinkgoT())
+		_, err := cluster.Kubectl(ctx, "create", "configmap", "spec-data", "-n", ns, "--from-literal=a=b")
+		Expect(err).NotTo(HaveOccurred())
+
+		addr, stop, err := cluster.PortForward(ctx, "default", "svc/echo", 80)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(stop)
+		resp, err := http.Get("http://" + addr + "/from-ginkgo")
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(body)).To(ContainSubstring("path=/from-ginkgo"))
+	})
+
+	It("finds the previous spec's namespace gone", func(ctx SpecContext) {
+		Expect(ns).NotTo(BeEmpty())
+		res, err := cluster.Kubectl(ctx, "get", "namespaces", "-o", "name")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Stdout).NotTo(ContainSubstring("namespace/" + ns))
 	})
 })
