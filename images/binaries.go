@@ -82,7 +82,9 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b.components = refs
+	// The provisioner is no kubeadm image, and the same whatever the
+	// Kubernetes version.
+	b.components = append(refs, LocalPathProvisionerImage)
 	reqs, err := modulesToDerive(src, refs)
 	if err != nil {
 		return err
@@ -115,6 +117,9 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		{"etcd", "etcd", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "etcd"), "."}},
 		{"coredns", "coredns", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "coredns"), "."}},
 		{"pause", "pause", []string{"-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(b.binDir, "pause"), "."}},
+		{"local-path-provisioner", "local-path-provisioner", []string{"-trimpath",
+			"-ldflags", "-s -w -X main.VERSION=" + localPathProvisionerVersion,
+			"-o", filepath.Join(b.binDir, "local-path-provisioner"), localPathProvisionerModule}},
 	}
 	for _, bu := range builds {
 		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), bu.args...); err != nil {

@@ -22,7 +22,8 @@ type component struct {
 	base *rootfs
 }
 
-// components are keyed by the last element of the image name kubeadm uses.
+// components are keyed by the last element of the image name kubeadm uses
+// (or, for images kubeadm does not name, of the name kindtest gives them).
 var components = map[string]component{
 	"kube-apiserver":          {binary: "kube-apiserver"},
 	"kube-controller-manager": {binary: "kube-controller-manager"},
@@ -32,7 +33,27 @@ var components = map[string]component{
 	"etcd":       {binary: "etcd"},
 	"coredns":    {binary: "coredns"},
 	"pause":      {binary: "pause"},
+	// The provisioner's helper pods run sh, mkdir, rm and chmod from the
+	// same image; the kube-proxy base has them and shares its layers.
+	"local-path-provisioner": {binary: "local-path-provisioner", base: &kubeProxyBase},
 }
+
+// LocalPathProvisionerImage is the image of the local-path provisioner,
+// the dynamic provisioner of a cluster's default StorageClass, preloaded
+// into every node image beside the images kubeadm expects. It also runs
+// the provisioner's helper pods, which create and remove volume
+// directories on the node. The host name is reserved (RFC 2606): the
+// image is never pulled. Its tag is the version that
+// local-path-provisioner/go.mod requires.
+const LocalPathProvisionerImage = "kindtest.invalid/local-path-provisioner:" + localPathProvisionerVersion
+
+// localPathProvisionerVersion is the version of
+// github.com/rancher/local-path-provisioner that
+// local-path-provisioner/go.mod requires (a test keeps them equal).
+const localPathProvisionerVersion = "v0.0.30"
+
+// localPathProvisionerModule is the Go module of the provisioner.
+const localPathProvisionerModule = "github.com/rancher/local-path-provisioner"
 
 // kubeadmImages asks the freshly built kubeadm which images it will run,
 // and adds the sandbox image that the node's containerd runs pods with if

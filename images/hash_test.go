@@ -230,3 +230,18 @@ func TestLockFileWaitsForHolder(t *testing.T) {
 	}
 	unlock2()
 }
+
+// TestUnitLocalPathProvisionerVersion keeps the provisioner image's tag
+// equal to the version its nested module builds.
+func TestUnitLocalPathProvisionerVersion(t *testing.T) {
+	got, err := moduleVersion(filepath.Join("local-path-provisioner", "go.mod"), localPathProvisionerModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != localPathProvisionerVersion {
+		t.Fatalf("local-path-provisioner/go.mod requires %s %s, the image tag says %s", localPathProvisionerModule, got, localPathProvisionerVersion)
+	}
+	if componentName(LocalPathProvisionerImage) != "local-path-provisioner" {
+		t.Fatalf("%s is not the local-path-provisioner component", LocalPathProvisionerImage)
+	}
+}

@@ -110,9 +110,16 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 		}
 	}
 	if c.cfg.noDefaultCNI {
-		return c.phase("api server", func() error { return c.waitAPIServer(ctx) })
+		if err := c.phase("api server", func() error { return c.waitAPIServer(ctx) }); err != nil {
+			return err
+		}
+	} else if err := c.phase("ready", func() error { return c.waitReady(ctx) }); err != nil {
+		return err
 	}
-	return c.phase("ready", func() error { return c.waitReady(ctx) })
+	if c.cfg.withoutStorage {
+		return nil
+	}
+	return c.phase("storage", func() error { return c.startStorage(ctx) })
 }
 
 // waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
@@ -221,7 +228,13 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
 	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
-	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", "cat > "+addonsManifest); err != nil {
+	write := "cat > " + addonsManifest
+	if !c.cfg.withoutStorage {
+		// One exec writes both files: the add-ons' bytes, then the rest.
+		write = fmt.Sprintf("head -c %d > %s && cat > %s", len(manifests), addonsManifest, storageManifestPath)
+		manifests += storageManifest(cp.ip, apiServerPort)
+	}
+	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", write); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)
 	}
 	return nil

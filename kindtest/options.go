@@ -92,6 +92,8 @@ type config struct {
 	mirrors  []registryMirror
 	// noDefaultCNI: see WithoutDefaultCNI.
 	noDefaultCNI bool
+	// withoutStorage leaves out the default StorageClass (WithoutStorage).
+	withoutStorage bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a

@@ -21,10 +21,10 @@ const completeMarker = "/etc/kindtest/complete"
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
 // workers, with or without Kubernetes, the same prefix, the same
-// settings (feature gates, flags, labels, taints, mounts...) and the same
-// port mappings.
+// settings (feature gates, flags, labels, taints, mounts...), the same
+// port mappings, and with or without the default StorageClass.
 func reuseHash(cfg *config, imageID string) string {
-	key := fmt.Sprintf("v1|%s|%d|%t|%s", imageID, cfg.workers, cfg.kubernetes, cfg.prefix)
+	key := fmt.Sprintf("v2|%s|%d|%t|%t|%s", imageID, cfg.workers, cfg.kubernetes, !cfg.withoutStorage, cfg.prefix)
 	if f := cfg.settings.fingerprint(); f != "" {
 		// Only then: clusters kept with the default settings stay reusable.
 		key += "|" + f

@@ -1,0 +1,233 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/kindtest/kindtest/images"
+)
+
+// Every cluster has a default StorageClass, "standard", served by Rancher's
+// local-path provisioner: a PersistentVolumeClaim without storageClassName
+// gets a directory on the node of the first pod that uses it, under
+// StorageRoot (on the node's /var volume, so it goes with the cluster).
+//
+// Start does not wait for any of it: once the cluster is ready, it starts
+// the apply of the provisioner's manifest on the control plane and
+// returns. The StorageClass appears within about a second, the provisioner
+// a few seconds later. A claim made before the class exists gets it all
+// the same (Kubernetes gives the default class to claims without one when
+// a default appears), and binds once the provisioner runs; the pods that
+// use it stay Pending until then, so waiting for one's own pods covers it.
+const (
+	// StorageClassName is the name of the default StorageClass that
+	// every cluster has unless WithoutStorage is given.
+	StorageClassName = "standard"
+	// StorageRoot is where, on the node, the default StorageClass's
+	// volumes live: one directory per volume.
+	StorageRoot = "/var/local-path-provisioner"
+)
+
+// Where the control plane keeps the storage manifest and the output of its
+// apply (exported with the kubeadm logs).
+const (
+	storageManifestPath = "/etc/kindtest/storage.yaml"
+	storageLog          = "/etc/kindtest/storage.log"
+)
+
+// startStorage starts applying the storage manifest on the control plane
+// and returns at once: nothing in Start waits for storage. The apply is
+// retried, the API server being busy right after start.
+func (c *Cluster) startStorage(ctx context.Context) error {
+	script := fmt.Sprintf(`(
+  for i in $(seq 30); do
+    kubectl --kubeconfig %s apply -f %s && exit 0
+    sleep 1
+  done
+  exit 1
+) </dev/null >%s 2>&1 &`, adminKubeconfig, storageManifestPath, storageLog)
+	if _, err := c.ControlPlane().sh(ctx, script); err != nil {
+		return c.nodeError(c.ControlPlane(), "start applying the storage manifest", err)
+	}
+	return nil
+}
+
+// WithoutStorage leaves out the default StorageClass and its provisioner,
+// for tests that bring their own (a CSI driver, another default class).
+// Default: every cluster has the StorageClass StorageClassName, marked as
+// the default class, with volumes on the node under StorageRoot. With
+// WithReuse, clusters with and without storage are told apart.
+func WithoutStorage() Option {
+	return func(c *config) error { c.withoutStorage = true; return nil }
+}
+
+// storageManifest returns the default StorageClass and its provisioner,
+// all in kube-system: namespaces other than the system ones are emptied
+// when a reused cluster is handed to the next run. The provisioner runs
+// from the image preloaded in the node image, which also has the shell and
+// coreutils its helper pods run to create and remove volume directories.
+// Like CoreDNS, it reaches the API server at apiHost:apiPort rather than
+// through the kubernetes Service: started before kube-proxy has programmed
+// that Service, it would fail its first start and be restarted.
+func storageManifest(apiHost string, apiPort int) string {
+	return strings.NewReplacer(
+		"{{image}}", images.LocalPathProvisionerImage,
+		"{{class}}", StorageClassName,
+		"{{root}}", StorageRoot,
+		"{{apiHost}}", apiHost,
+		"{{apiPort}}", strconv.Itoa(apiPort),
+	).Replace(storageTemplate)
+}
+
+const storageTemplate = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+rules:
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: local-path-provisioner
+subjects:
+- kind: ServiceAccount
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kindtest:local-path-provisioner
+rules:
+- apiGroups: [""]
+  resources: ["nodes", "persistentvolumeclaims", "configmaps", "pods", "pods/log"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["persistentvolumes"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+- apiGroups: ["storage.k8s.io"]
+  resources: ["storageclasses"]
+  verbs: ["get", "list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kindtest:local-path-provisioner
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: kindtest:local-path-provisioner
+subjects:
+- kind: ServiceAccount
+  name: local-path-provisioner
+  namespace: kube-system
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: local-path-config
+  namespace: kube-system
+data:
+  config.json: |-
+    {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["{{root}}"]}]}
+  setup: |-
+    #!/bin/sh
+    set -eu
+    mkdir -m 0777 -p "$VOL_DIR"
+  teardown: |-
+    #!/bin/sh
+    set -eu
+    rm -rf "$VOL_DIR"
+  helperPod.yaml: |-
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: helper-pod
+    spec:
+      priorityClassName: system-node-critical
+      containers:
+      - name: helper-pod
+        image: {{image}}
+        imagePullPolicy: IfNotPresent
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: local-path-provisioner
+  namespace: kube-system
+  labels:
+    app: local-path-provisioner
+spec:
+  replicas: 1
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+      app: local-path-provisioner
+  template:
+    metadata:
+      labels:
+        app: local-path-provisioner
+    spec:
+      serviceAccountName: local-path-provisioner
+      priorityClassName: system-cluster-critical
+      containers:
+      - name: local-path-provisioner
+        image: {{image}}
+        imagePullPolicy: IfNotPresent
+        args:
+        - start
+        - --config=/etc/config/config.json
+        - --namespace=kube-system
+        - --service-account-name=local-path-provisioner
+        - --configmap-name=local-path-config
+        - --helper-image={{image}}
+        env:
+        - name: CONFIG_MOUNT_PATH
+          value: /etc/config/
+        - name: KUBERNETES_SERVICE_HOST
+          value: "{{apiHost}}"
+        - name: KUBERNETES_SERVICE_PORT
+          value: "{{apiPort}}"
+        resources:
+          requests:
+            cpu: 10m
+            memory: 16Mi
+        volumeMounts:
+        - name: config
+          mountPath: /etc/config/
+      volumes:
+      - name: config
+        configMap:
+          name: local-path-config
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: {{class}}
+  annotations:
+    storageclass.kubernetes.io/is-default-class: "true"
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+`
