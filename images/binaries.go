@@ -82,9 +82,9 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The provisioner is no kubeadm image, and the same whatever the
-	// Kubernetes version.
-	b.components = append(refs, LocalPathProvisionerImage)
+	// The provisioner and the NetworkPolicy agent are no kubeadm images,
+	// and the same whatever the Kubernetes version.
+	b.components = append(refs, LocalPathProvisionerImage, NetworkPoliciesImage)
 	reqs, err := modulesToDerive(src, refs)
 	if err != nil {
 		return err
@@ -120,6 +120,8 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		{"local-path-provisioner", "local-path-provisioner", []string{"-trimpath",
 			"-ldflags", "-s -w -X main.VERSION=" + localPathProvisionerVersion,
 			"-o", filepath.Join(b.binDir, "local-path-provisioner"), localPathProvisionerModule}},
+		{"network-policies", "kube-network-policies", []string{"-trimpath", "-ldflags", "-s -w",
+			"-o", filepath.Join(b.binDir, "kube-network-policies"), networkPoliciesModule + "/cmd"}},
 	}
 	for _, bu := range builds {
 		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), bu.args...); err != nil {

@@ -9,7 +9,8 @@
 // The inputs live beside this file: base/packages.txt (the Debian packages),
 // node/ (Dockerfile, entrypoint, containerd configuration, systemd units)
 // and one nested Go module per program (kubernetes/, containerd/, etcd/,
-// coredns/, pause/, local-path-provisioner/), which the library's own go.mod
+// coredns/, pause/, local-path-provisioner/,
+// network-policies/), which the library's own go.mod
 // never sees. Build hashes those inputs, and an image whose content-derived
 // tag already exists is not built again.
 //
