@@ -109,6 +109,17 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		ctrd = append(ctrd, ctrdPkg+"/cmd/"+name)
 	}
 
+	npDir := cmp.Or(derived["network-policies"], moduleDir("network-policies"))
+	npTmp, err := os.MkdirTemp("", "kindtest-network-policies-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(npTmp)
+	npModfile, err := networkPoliciesPatch(ctx, npDir, npTmp)
+	if err != nil {
+		return err
+	}
+
 	builds := []struct {
 		module, what string
 		args         []string
@@ -120,7 +131,7 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		{"local-path-provisioner", "local-path-provisioner", []string{"-trimpath",
 			"-ldflags", "-s -w -X main.VERSION=" + localPathProvisionerVersion,
 			"-o", filepath.Join(b.binDir, "local-path-provisioner"), localPathProvisionerModule}},
-		{"network-policies", "kube-network-policies", []string{"-trimpath", "-ldflags", "-s -w",
+		{"network-policies", "kube-network-policies", []string{"-trimpath", "-ldflags", "-s -w", "-modfile", npModfile,
 			"-o", filepath.Join(b.binDir, "kube-network-policies"), networkPoliciesModule + "/cmd"}},
 	}
 	for _, bu := range builds {

@@ -12,8 +12,9 @@ import (
 )
 
 // TestNetworkPolicy runs one cluster of a control plane and a worker, with
-// the echo fixture serving on the worker and a client pod (the same image)
-// on the control plane, so that every request crosses nodes: a default-deny
+// the echo fixture serving on the worker, a client pod (the same image) on
+// the control plane, whose requests cross nodes, and one on the worker,
+// whose requests cross the worker's bridge: a default-deny
 // ingress policy makes the request fail, an allow rule naming the client's
 // namespace and labels restores it, and a deny-all egress policy on the
 // client blocks it again. Start does not wait for the policy agent; the
@@ -29,6 +30,16 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 	c := start(t, dc, kindtest.WithWorkers(1))
 	started := time.Now()
+	// The DaemonSet itself is created by the apply that Start left running.
+	exists := func() bool {
+		_, err := c.Kubectl(ctx, "-n", "kube-system", "get", "daemonset", kindtest.NetworkPolicyDaemonSet)
+		return err == nil
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer wcancel()
+	if err := poll(wctx, exists); err != nil {
+		t.Fatalf("no DaemonSet %s after 2 min: %v\n%s", kindtest.NetworkPolicyDaemonSet, err, agentDiagnostics(ctx, c))
+	}
 	if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/"+kindtest.NetworkPolicyDaemonSet, "--timeout=4m"); err != nil {
 		t.Fatalf("policy agent: %v\n%s", err, agentDiagnostics(ctx, c))
 	}
@@ -71,11 +82,25 @@ spec:
     image: %[4]s
     imagePullPolicy: Never
     args: [serve, -addr, ":8081"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: local-client
+  namespace: %[1]s
+  labels: {app: client}
+spec:
+  nodeName: %[2]s
+  containers:
+  - name: echo
+    image: %[4]s
+    imagePullPolicy: Never
+    args: [serve, -addr, ":8081"]
 `, ns, worker.Name(), cp.Name(), echo)
 	if err := c.Apply(ctx, []byte(pods)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Kubectl(ctx, "-n", ns, "wait", "pod/server", "pod/client", "--for=condition=Ready", "--timeout=2m"); err != nil {
+	if _, err := c.Kubectl(ctx, "-n", ns, "wait", "pod/server", "pod/client", "pod/local-client", "--for=condition=Ready", "--timeout=2m"); err != nil {
 		t.Fatalf("pods: %v\n%s", err, describe(ctx, c, "-n", ns, "pod"))
 	}
 	ip, err := c.Kubectl(ctx, "-n", ns, "get", "pod", "server", "-o", "jsonpath={.status.podIP}")
@@ -83,10 +108,10 @@ spec:
 		t.Fatal(err)
 	}
 	url := "http://" + ip.Stdout + ":8080/policy"
-	// get makes one request from the client pod to the server pod; echo's
+	// get makes one request from a client pod to the server pod; echo's
 	// client gives up after 10 s.
-	get := func() error {
-		res, err := c.Kubectl(ctx, "-n", ns, "exec", "client", "--", "/echo", "get", url)
+	get := func(client string) error {
+		res, err := c.Kubectl(ctx, "-n", ns, "exec", client, "--", "/echo", "get", url)
 		if err != nil {
 			return err
 		}
@@ -95,16 +120,29 @@ spec:
 		}
 		return nil
 	}
-	// eventually waits until requests succeed (want true) or fail: the
-	// agent applies a policy within seconds of its creation.
+	// eventually waits until requests from the client on the other node
+	// ("client") and from the one on the server's node ("local-client")
+	// succeed (want true) or fail: the agent applies a policy within
+	// seconds of its creation.
+	var eventuallyFrom func(t *testing.T, client string, want bool, what string)
 	eventually := func(t *testing.T, want bool, what string) {
+		t.Helper()
+		for _, client := range []string{"client", "local-client"} {
+			eventuallyFrom(t, client, want, what)
+		}
+	}
+	eventuallyFrom = func(t *testing.T, client string, want bool, what string) {
 		t.Helper()
 		deadline := time.Now().Add(90 * time.Second)
 		var err error
 		for {
-			err = get()
+			err = get(client)
 			if (err == nil) == want {
-				t.Logf("%s: request %s", what, map[bool]string{true: "succeeds", false: "fails: " + firstLine(err)}[want])
+				if err == nil {
+					t.Logf("%s: request from %s succeeds", what, client)
+				} else {
+					t.Logf("%s: request from %s fails: %s", what, client, lastLine(err))
+				}
 				return
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
@@ -112,7 +150,7 @@ spec:
 				if err != nil {
 					state = "failing: " + err.Error()
 				}
-				t.Fatalf("%s: request still %s after 90 s\n%s", what, state, agentDiagnostics(ctx, c))
+				t.Fatalf("%s: request from %s still %s after 90 s\n%s", what, client, state, agentDiagnostics(ctx, c))
 			}
 			time.Sleep(time.Second)
 		}
@@ -181,7 +219,7 @@ spec:
 
 	t.Run("agent memory", func(t *testing.T) {
 		for _, n := range c.Nodes() {
-			res, err := n.Exec(ctx, "sh", "-c", "for p in $(pgrep -f /usr/local/bin/kube-network-policies); do grep VmRSS /proc/$p/status; done")
+			res, err := n.Exec(ctx, "sh", "-c", "for p in $(pgrep -f ^/usr/local/bin/kube-network-policies); do grep VmRSS /proc/$p/status; done")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -202,8 +240,12 @@ func agentDiagnostics(ctx context.Context, c *kindtest.Cluster) string {
 	return pods.Stdout + pods.Stderr + "\nagent logs:\n" + logs.Stdout + logs.Stderr
 }
 
-// firstLine returns the first line of err's message.
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
+// lastLine returns the last non-empty line of err's message: for a failed
+// kubectl exec, what the command printed last.
+func lastLine(err error) string {
+	lines := strings.Fields(strings.ReplaceAll(err.Error(), " ", "\x00"))
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.ReplaceAll(lines[len(lines)-1], "\x00", " ")
 }
