@@ -35,6 +35,8 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	settle := fs.Duration("settle", 30*time.Second, "wait after Ready before measuring memory at rest (0: skip)")
 	parallel := fs.Int("parallel", 1, "clusters created at once in each run, as by that many test processes")
 	jsonPath := fs.String("json", "", "append one JSON line per cluster created to this file")
+	noStorage := fs.Bool("without-storage", false, "create the clusters WithoutStorage (no default StorageClass)")
+	noPolicy := fs.Bool("without-network-policy", false, "create the clusters WithoutNetworkPolicy (no NetworkPolicy agent)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -78,6 +80,12 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
 				opt := benchOptions{payloadMB: *payload, settle: *settle}
+				if *noStorage {
+					opt.options = append(opt.options, kindtest.WithoutStorage())
+				}
+				if *noPolicy {
+					opt.options = append(opt.options, kindtest.WithoutNetworkPolicy())
+				}
 				// Memory is measured once per size, in the first run's
 				// first cluster, and LoadImage timed once for one node.
 				opt.measureMemory = i == 0 && j == 0 && *settle > 0
@@ -128,12 +136,14 @@ type benchOptions struct {
 	settle        time.Duration
 	measureMemory bool
 	loadImage     bool
+	// options are given to kindtest.New after WithWorkers.
+	options []kindtest.Option
 }
 
 // benchOne creates one cluster, takes its measures into r and deletes it.
 func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 	start := time.Now()
-	c, err := kindtest.New(ctx, kindtest.WithWorkers(r.Workers))
+	c, err := kindtest.New(ctx, append([]kindtest.Option{kindtest.WithWorkers(r.Workers)}, opt.options...)...)
 	if err != nil {
 		return err
 	}
