@@ -249,3 +249,33 @@ func lastLine(err error) string {
 	}
 	return strings.ReplaceAll(lines[len(lines)-1], "\x00", " ")
 }
+
+// TestWithoutNetworkPolicy checks that the option leaves the agent out
+// while storage, applied by the same detached apply, still comes.
+func TestWithoutNetworkPolicy(t *testing.T) {
+	dc := engine(t)
+	c := start(t, dc, kindtest.WithoutNetworkPolicy())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	assertNoPolicyAgent(ctx, t, c)
+}
+
+// assertNoPolicyAgent waits until the detached apply of the late add-ons
+// has made the default StorageClass, then checks that kube-system has no
+// DaemonSet but kube-proxy and that no agent manifest was written.
+func assertNoPolicyAgent(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	t.Helper()
+	if _, err := c.Kubectl(ctx, "wait", "--for=create", "storageclass/"+kindtest.StorageClassName, "--timeout=1m"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Kubectl(ctx, "-n", "kube-system", "get", "daemonsets", "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(res.Stdout) != "daemonset.apps/kube-proxy" {
+		t.Errorf("kube-system daemonsets: %q, want only kube-proxy", res.Stdout)
+	}
+	if _, err := c.ControlPlane().Exec(ctx, "test", "-e", "/etc/kindtest/network-policy.yaml"); err == nil {
+		t.Error("the control plane has the policy agent's manifest")
+	}
+}
