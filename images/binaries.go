@@ -82,9 +82,9 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The provisioner is no kubeadm image, and the same whatever the
-	// Kubernetes version.
-	b.components = append(refs, LocalPathProvisionerImage)
+	// The provisioner and the NetworkPolicy agent are no kubeadm images,
+	// and the same whatever the Kubernetes version.
+	b.components = append(refs, LocalPathProvisionerImage, NetworkPoliciesImage)
 	reqs, err := modulesToDerive(src, refs)
 	if err != nil {
 		return err
@@ -109,6 +109,17 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		ctrd = append(ctrd, ctrdPkg+"/cmd/"+name)
 	}
 
+	npDir := cmp.Or(derived["network-policies"], moduleDir("network-policies"))
+	npTmp, err := os.MkdirTemp("", "kindtest-network-policies-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(npTmp)
+	npModfile, err := networkPoliciesPatch(ctx, npDir, npTmp)
+	if err != nil {
+		return err
+	}
+
 	builds := []struct {
 		module, what string
 		args         []string
@@ -120,6 +131,8 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		{"local-path-provisioner", "local-path-provisioner", []string{"-trimpath",
 			"-ldflags", "-s -w -X main.VERSION=" + localPathProvisionerVersion,
 			"-o", filepath.Join(b.binDir, "local-path-provisioner"), localPathProvisionerModule}},
+		{"network-policies", "kube-network-policies", []string{"-trimpath", "-ldflags", "-s -w", "-modfile", npModfile,
+			"-o", filepath.Join(b.binDir, "kube-network-policies"), networkPoliciesModule + "/cmd"}},
 	}
 	for _, bu := range builds {
 		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), bu.args...); err != nil {

@@ -100,7 +100,7 @@ func TestNodeImage(t *testing.T) {
 	}
 
 	want := strings.Fields(run("kubeadm", "config", "images", "list", "--kubernetes-version", res.KubernetesVersion))
-	want = append(want, LocalPathProvisionerImage)
+	want = append(want, LocalPathProvisionerImage, NetworkPoliciesImage)
 	poll(ctx, t, "containerd lists every kubeadm image and the provisioner's", func() (string, bool) {
 		var out bytes.Buffer
 		_, err := cli.Exec(ctx, node, []string{"ctr", "--namespace", "k8s.io", "images", "list", "--quiet"}, docker.ExecOptions{Stdout: &out})

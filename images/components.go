@@ -36,6 +36,9 @@ var components = map[string]component{
 	// The provisioner's helper pods run sh, mkdir, rm and chmod from the
 	// same image; the kube-proxy base has them and shares its layers.
 	"local-path-provisioner": {binary: "local-path-provisioner", base: &kubeProxyBase},
+	// The NetworkPolicy agent programs nftables and nfqueue through
+	// netlink, not the nft tool: it needs nothing but its static binary.
+	"kube-network-policies": {binary: "kube-network-policies"},
 }
 
 // LocalPathProvisionerImage is the image of the local-path provisioner,
@@ -54,6 +57,21 @@ const localPathProvisionerVersion = "v0.0.30"
 
 // localPathProvisionerModule is the Go module of the provisioner.
 const localPathProvisionerModule = "github.com/rancher/local-path-provisioner"
+
+// NetworkPoliciesImage is the image of kube-network-policies, the agent
+// that enforces NetworkPolicy on the nodes of a cluster whose pod network
+// is kindtest's own, preloaded into every node image beside the images
+// kubeadm expects. Like LocalPathProvisionerImage, it is never pulled. Its
+// tag is the version that network-policies/go.mod requires.
+const NetworkPoliciesImage = "kindtest.invalid/kube-network-policies:" + networkPoliciesVersion
+
+// networkPoliciesVersion is the version of sigs.k8s.io/kube-network-policies
+// that network-policies/go.mod requires (a test keeps them equal).
+const networkPoliciesVersion = "v0.8.0"
+
+// networkPoliciesModule is the Go module of the agent; its main package
+// is the module's cmd directory.
+const networkPoliciesModule = "sigs.k8s.io/kube-network-policies"
 
 // kubeadmImages asks the freshly built kubeadm which images it will run,
 // and adds the sandbox image that the node's containerd runs pods with if

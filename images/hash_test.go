@@ -245,3 +245,18 @@ func TestUnitLocalPathProvisionerVersion(t *testing.T) {
 		t.Fatalf("%s is not the local-path-provisioner component", LocalPathProvisionerImage)
 	}
 }
+
+// TestUnitNetworkPoliciesVersion keeps the NetworkPolicy agent image's tag
+// equal to the version its nested module builds.
+func TestUnitNetworkPoliciesVersion(t *testing.T) {
+	got, err := moduleVersion(filepath.Join("network-policies", "go.mod"), networkPoliciesModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != networkPoliciesVersion {
+		t.Fatalf("network-policies/go.mod requires %s %s, the image tag says %s", networkPoliciesModule, got, networkPoliciesVersion)
+	}
+	if componentName(NetworkPoliciesImage) != "kube-network-policies" {
+		t.Fatalf("%s is not the kube-network-policies component", NetworkPoliciesImage)
+	}
+}

@@ -14,7 +14,8 @@ import (
 // The node image's inputs travel inside the library's own module, so that
 // a user who only has the module (`go get`, the module cache) can build
 // the image. Module zips leave out the nested modules (kubernetes/,
-// containerd/, etcd/, coredns/, pause/, local-path-provisioner/), since each is a module of its own,
+// containerd/, etcd/, coredns/, pause/, local-path-provisioner/,
+// network-policies/), since each is a module of its own,
 // and go:embed cannot reach into them either: nested.txtar holds a copy of
 // their files, which TestNestedArchive keeps equal to them. Regenerate it
 // with `go test ./images -run TestNestedArchive -update`.

@@ -16,8 +16,11 @@ import (
 // range (node.spec.podCIDR) from 10.244.0.0/16, as CNI plugins expect.
 // Start and New return once the API server answers, and say so; call
 // (*Cluster).WaitReady after applying the CNI. The node image carries the
-// standard CNI plugins in /usr/lib/cni. Default: kindtest's own pod
-// network, a bridge per node, ready before the nodes boot.
+// standard CNI plugins in /usr/lib/cni. kindtest's NetworkPolicy agent
+// (see WithoutNetworkPolicy) is not installed either: the CNI plugin brings
+// its own enforcement, or none. Default: kindtest's own pod network, a
+// bridge per node, ready before the nodes boot, with NetworkPolicy
+// enforced.
 func WithoutDefaultCNI() Option {
 	return func(c *config) error { c.noDefaultCNI = true; return nil }
 }

@@ -56,11 +56,19 @@ func podNetworkScript(c *Cluster, n *Node, routes string) string {
 	if c.cfg.noDefaultCNI {
 		return ""
 	}
+	bridgeFilter := ""
+	if c.cfg.networkPolicyEnforced() {
+		// The NetworkPolicy agent's netfilter hooks see traffic between
+		// pods of one node only if bridged packets go through them. The
+		// settings exist where the host has br_netfilter loaded; without
+		// it, policies still hold between nodes.
+		bridgeFilter = "if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1; fi\n"
+	}
 	return fmt.Sprintf(`mkdir -p /etc/cni/net.d
 cat > /etc/cni/net.d/10-kindtest.conflist <<'CNI'
 %sCNI
 iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
-%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes)
+%s%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes, bridgeFilter)
 }
 
 // setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm
@@ -117,10 +125,10 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 	} else if err := c.phase("ready", func() error { return c.waitReady(ctx) }); err != nil {
 		return err
 	}
-	if c.cfg.withoutStorage {
+	if c.cfg.withoutStorage && !c.cfg.networkPolicyEnforced() {
 		return nil
 	}
-	return c.phase("storage", func() error { return c.startStorage(ctx) })
+	return c.phase("late add-ons", func() error { return c.startLateAddons(ctx) })
 }
 
 // waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
@@ -228,13 +236,22 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	manifests := strings.TrimRight(proxy, "\n") + "\n---\n" + dns
-	write := "cat > " + addonsManifest
+	// One exec writes every manifest file, each as many bytes of the
+	// input as its content.
+	files := []struct{ path, content string }{{addonsManifest, strings.TrimRight(proxy, "\n") + "\n---\n" + dns}}
 	if !c.cfg.withoutStorage {
-		// One exec writes both files: the add-ons' bytes, then the rest.
-		write = fmt.Sprintf("head -c %d > %s && cat > %s", len(manifests), addonsManifest, storageManifestPath)
-		manifests += storageManifest(cp.ip, apiServerPort)
+		files = append(files, struct{ path, content string }{storageManifestPath, storageManifest(cp.ip, apiServerPort)})
 	}
+	if c.cfg.networkPolicyEnforced() {
+		files = append(files, struct{ path, content string }{networkPolicyManifestPath, networkPolicyManifest(cp.ip, apiServerPort)})
+	}
+	var manifests string
+	var writes []string
+	for _, f := range files {
+		manifests += f.content
+		writes = append(writes, fmt.Sprintf("head -c %d > %s", len(f.content), f.path))
+	}
+	write := strings.Join(writes, " && ")
 	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", write); err != nil {
 		return c.nodeError(cp, "write add-on manifests", err)
 	}

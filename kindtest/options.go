@@ -94,6 +94,9 @@ type config struct {
 	noDefaultCNI bool
 	// withoutStorage leaves out the default StorageClass (WithoutStorage).
 	withoutStorage bool
+	// withoutNetworkPolicy leaves out the NetworkPolicy agent
+	// (WithoutNetworkPolicy).
+	withoutNetworkPolicy bool
 }
 
 // Limits on user input. Each node is a full container with systemd, a

@@ -295,6 +295,8 @@ EOF
 		t.Fatal(err)
 	}
 	t.Logf("nodes and CoreDNS ready %v after the CNI configuration was written", time.Since(start).Round(time.Millisecond))
+	// The user's CNI brings its own NetworkPolicy enforcement, or none.
+	assertNoPolicyAgent(ctx, t, c)
 	if err := c.Apply(ctx, podYAML("on-user-cni", "registry.k8s.io/pause:3.10.2", c.Workers()[0].Name())); err != nil {
 		t.Fatal(err)
 	}

@@ -20,10 +20,10 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, with or without the default
-// StorageClass, the same prefix, the same
-// settings (feature gates, flags, labels, taints, mounts...) and the same
-// port mappings.
+// workers, with or without Kubernetes, the same prefix, the same
+// settings (feature gates, flags, labels, taints, mounts...), the same
+// port mappings, with or without the default StorageClass and with or
+// without the NetworkPolicy agent.
 func reuseHash(cfg *config, imageID string) string {
 	key := fmt.Sprintf("v2|%s|%d|%t|%t|%s", imageID, cfg.workers, cfg.kubernetes, !cfg.withoutStorage, cfg.prefix)
 	if f := cfg.settings.fingerprint(); f != "" {
@@ -34,6 +34,10 @@ func reuseHash(cfg *config, imageID string) string {
 		key += fmt.Sprintf("|%d:%d", m.hostPort, m.nodePort)
 	}
 	key += networkingReuseKey(cfg) // "" unless a registry, mirrors or WithoutDefaultCNI
+	if cfg.withoutNetworkPolicy {
+		// Only then: clusters kept with the agent stay reusable.
+		key += "|no-network-policy"
+	}
 	h := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(h[:])[:16]
 }

@@ -37,19 +37,27 @@ const (
 	storageLog          = "/etc/kindtest/storage.log"
 )
 
-// startStorage starts applying the storage manifest on the control plane
-// and returns at once: nothing in Start waits for storage. The apply is
-// retried, the API server being busy right after start.
-func (c *Cluster) startStorage(ctx context.Context) error {
+// startLateAddons starts applying the storage and NetworkPolicy manifests
+// that the configuration asks for on the control plane, and returns at
+// once: nothing in Start waits for them. The apply is retried, the API
+// server being busy right after start.
+func (c *Cluster) startLateAddons(ctx context.Context) error {
+	var files []string
+	if !c.cfg.withoutStorage {
+		files = append(files, "-f", storageManifestPath)
+	}
+	if c.cfg.networkPolicyEnforced() {
+		files = append(files, "-f", networkPolicyManifestPath)
+	}
 	script := fmt.Sprintf(`(
   for i in $(seq 30); do
-    kubectl --kubeconfig %s apply -f %s && exit 0
+    kubectl --kubeconfig %s apply %s && exit 0
     sleep 1
   done
   exit 1
-) </dev/null >%s 2>&1 &`, adminKubeconfig, storageManifestPath, storageLog)
+) </dev/null >%s 2>&1 &`, adminKubeconfig, strings.Join(files, " "), storageLog)
 	if _, err := c.ControlPlane().sh(ctx, script); err != nil {
-		return c.nodeError(c.ControlPlane(), "start applying the storage manifest", err)
+		return c.nodeError(c.ControlPlane(), "start applying the storage and network policy manifests", err)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	parallel := fs.Int("parallel", 1, "clusters created at once in each run, as by that many test processes")
 	jsonPath := fs.String("json", "", "append one JSON line per cluster created to this file")
 	noStorage := fs.Bool("without-storage", false, "create the clusters WithoutStorage (no default StorageClass)")
+	noPolicy := fs.Bool("without-network-policy", false, "create the clusters WithoutNetworkPolicy (no NetworkPolicy agent)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -78,7 +79,13 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
-				opt := benchOptions{payloadMB: *payload, settle: *settle, withoutStorage: *noStorage}
+				opt := benchOptions{payloadMB: *payload, settle: *settle}
+				if *noStorage {
+					opt.options = append(opt.options, kindtest.WithoutStorage())
+				}
+				if *noPolicy {
+					opt.options = append(opt.options, kindtest.WithoutNetworkPolicy())
+				}
 				// Memory is measured once per size, in the first run's
 				// first cluster, and LoadImage timed once for one node.
 				opt.measureMemory = i == 0 && j == 0 && *settle > 0
@@ -125,21 +132,18 @@ type benchRun struct {
 }
 
 type benchOptions struct {
-	payloadMB      int
-	settle         time.Duration
-	measureMemory  bool
-	loadImage      bool
-	withoutStorage bool
+	payloadMB     int
+	settle        time.Duration
+	measureMemory bool
+	loadImage     bool
+	// options are given to kindtest.New after WithWorkers.
+	options []kindtest.Option
 }
 
 // benchOne creates one cluster, takes its measures into r and deletes it.
 func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
-	opts := []kindtest.Option{kindtest.WithWorkers(r.Workers)}
-	if opt.withoutStorage {
-		opts = append(opts, kindtest.WithoutStorage())
-	}
 	start := time.Now()
-	c, err := kindtest.New(ctx, opts...)
+	c, err := kindtest.New(ctx, append([]kindtest.Option{kindtest.WithWorkers(r.Workers)}, opt.options...)...)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,150 @@
+package kindtest
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/kindtest/kindtest/images"
+)
+
+// NetworkPolicy is enforced on every cluster whose pod network is
+// kindtest's own: kube-network-policies (sigs.k8s.io), a DaemonSet in
+// kube-system on the host network of each node, filters pod traffic in an
+// nftables table of its own (table inet kube-network-policies), sending
+// the first packet of each connection that a policy selects to user space
+// through an nfqueue. Cross-node traffic is routed through the nodes; the
+// agent sees it on its way out of each node (the postrouting hook), which
+// covers egress rules on the client's node and ingress rules on the
+// server's. Same-node traffic crosses the node's bridge, which the
+// netfilter hooks see because bridge-nf-call-iptables is on.
+//
+// Start does not wait for the agent: once the cluster is ready, it starts
+// the apply of the agent's manifest with the storage add-on and returns.
+// Until the agent runs on a node (a few seconds), that node enforces no
+// policy: a test that asserts a policy blocks traffic waits for the
+// DaemonSet NetworkPolicyDaemonSet in kube-system to be ready first.
+const (
+	// NetworkPolicyDaemonSet is the name of the DaemonSet, in kube-system,
+	// that enforces NetworkPolicy unless WithoutNetworkPolicy or
+	// WithoutDefaultCNI is given.
+	NetworkPolicyDaemonSet = "kube-network-policies"
+)
+
+// Where the control plane keeps the agent's manifest (applied with the
+// storage manifest, by the same detached apply).
+const networkPolicyManifestPath = "/etc/kindtest/network-policy.yaml"
+
+// WithoutNetworkPolicy leaves out the NetworkPolicy agent: policies are
+// accepted by the API server but not enforced, as on a cluster whose CNI
+// plugin ignores them. Default: NetworkPolicy is enforced by
+// kube-network-policies, a DaemonSet (NetworkPolicyDaemonSet) that Start
+// applies without waiting for it. Under WithoutDefaultCNI the agent is
+// never installed, with or without this option: the CNI plugin the test
+// installs brings its own enforcement (or none). With WithReuse, clusters
+// with and without the agent are told apart.
+func WithoutNetworkPolicy() Option {
+	return func(c *config) error { c.withoutNetworkPolicy = true; return nil }
+}
+
+// networkPolicyEnforced tells whether a cluster of this configuration runs
+// the agent.
+func (c *config) networkPolicyEnforced() bool {
+	return c.kubernetes && !c.noDefaultCNI && !c.withoutNetworkPolicy
+}
+
+// networkPolicyManifest returns the agent's ServiceAccount, RBAC and
+// DaemonSet. Like CoreDNS and the storage provisioner, the agent reaches
+// the API server at apiHost:apiPort rather than through the kubernetes
+// Service, which kube-proxy may not have programmed yet when it starts.
+// NRI is off: the node's containerd does not serve it, and the agent
+// learns pod addresses from the API server instead. Its metrics listen on
+// the node's loopback only, so that they take no port from the tests.
+func networkPolicyManifest(apiHost string, apiPort int) string {
+	return strings.NewReplacer(
+		"{{image}}", images.NetworkPoliciesImage,
+		"{{name}}", NetworkPolicyDaemonSet,
+		"{{apiHost}}", apiHost,
+		"{{apiPort}}", strconv.Itoa(apiPort),
+	).Replace(networkPolicyTemplate)
+}
+
+const networkPolicyTemplate = `apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{name}}
+  namespace: kube-system
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: kindtest:{{name}}
+rules:
+- apiGroups: [""]
+  resources: ["pods", "namespaces"]
+  verbs: ["list", "watch"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["list", "watch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: kindtest:{{name}}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: kindtest:{{name}}
+subjects:
+- kind: ServiceAccount
+  name: {{name}}
+  namespace: kube-system
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: {{name}}
+  namespace: kube-system
+  labels:
+    app: {{name}}
+spec:
+  selector:
+    matchLabels:
+      app: {{name}}
+  template:
+    metadata:
+      labels:
+        app: {{name}}
+    spec:
+      hostNetwork: true
+      serviceAccountName: {{name}}
+      priorityClassName: system-node-critical
+      tolerations:
+      - operator: Exists
+      containers:
+      - name: {{name}}
+        image: {{image}}
+        imagePullPolicy: IfNotPresent
+        args:
+        - --hostname-override=$(NODE_NAME)
+        - --nfqueue-id=98
+        - --disable-nri
+        - --metrics-bind-address=127.0.0.1:9080
+        - --v=1
+        env:
+        - name: NODE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        - name: KUBERNETES_SERVICE_HOST
+          value: "{{apiHost}}"
+        - name: KUBERNETES_SERVICE_PORT
+          value: "{{apiPort}}"
+        resources:
+          requests:
+            cpu: 10m
+            memory: 16Mi
+        securityContext:
+          privileged: true
+          capabilities:
+            add: ["NET_ADMIN"]
+`
