@@ -17,8 +17,10 @@
 // reaper (the cluster is registered with the engine's reaper), network,
 // containers, provision (before systemd boots: /sys read-only, cgroups,
 // machine id, pod network, kubeadm's files), boot (systemd), and with
-// Kubernetes init (kubeadm init), kubeconfig, join (workers) and ready
-// (every node and CoreDNS Ready). The cgroup and /sys work of provision
+// Kubernetes init (kubeadm init), kubeconfig, join (workers), ready (every
+// node and CoreDNS Ready; "api server" instead with WithoutDefaultCNI) and
+// late add-ons (the storage provisioner and the NetworkPolicy agent,
+// applied in the background: not waited for). The cgroup and /sys work of provision
 // runs per node as soon as its container starts, so its time is counted
 // under containers.
 //
