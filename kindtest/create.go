@@ -348,7 +348,26 @@ func waitFor(ctx context.Context, min, max time.Duration, cond func() (bool, err
 // nodeError wraps err with what the node can tell about it: the last lines
 // of its console (entrypoint and systemd) and the units that failed.
 func (c *Cluster) nodeError(n *Node, step string, err error) error {
-	return &NodeError{Node: n.name, Step: step, Err: err, Diagnostics: c.nodeDiagnostics(n)}
+	diag := c.nodeDiagnostics(n)
+	return &NodeError{Node: n.name, Step: step, Err: err, Diagnostics: diag + knownCauses(diag)}
+}
+
+// inotifyHint explains the usual cause of "Too many open files" in a node:
+// every node's systemd, containerd and kubelet hold inotify instances,
+// counted per user across all containers of the host, and the kernel's
+// default of 128 runs out with a few clusters at once.
+const inotifyHint = `
+hint: "Too many open files" in a node usually means the host's inotify limits
+are exhausted; raise them on the engine's host, as kind's known issues advise:
+  sysctl fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288`
+
+// knownCauses returns hints for failures whose diagnostics name a known
+// cause, or "".
+func knownCauses(diag string) string {
+	if strings.Contains(diag, "Too many open files") || strings.Contains(diag, "too many open files") {
+		return inotifyHint
+	}
+	return ""
 }
 
 func (c *Cluster) nodeDiagnostics(n *Node) string {

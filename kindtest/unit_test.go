@@ -242,3 +242,12 @@ func TestPanickingSeen(t *testing.T) {
 		t.Error("panicking() missed a panic in progress")
 	}
 }
+
+func TestKnownCausesNameInotify(t *testing.T) {
+	if h := knownCauses("last console lines:\n    Failed to allocate manager object: Too many open files"); !strings.Contains(h, "fs.inotify.max_user_instances") {
+		t.Errorf("no inotify hint: %q", h)
+	}
+	if h := knownCauses("kubelet: connection refused"); h != "" {
+		t.Errorf("hint for an unrelated failure: %q", h)
+	}
+}
