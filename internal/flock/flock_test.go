@@ -49,8 +49,11 @@ func TestWaitWaitsThenTakes(t *testing.T) {
 	}
 	got.Unlock()
 
-	l, _, _ = TryLock(path)
-	defer l.Unlock()
+	held, _, err := TryLock(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := Wait(ctx, path, nil); !errors.Is(err, context.DeadlineExceeded) {
