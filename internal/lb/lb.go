@@ -153,17 +153,17 @@ func (b *balancer) relay(ctx context.Context, in net.Conn) {
 	defer out.Close()
 	stop := context.AfterFunc(ctx, func() { in.Close(); out.Close() })
 	defer stop()
+	// The first direction to end ends both: a backend that went away
+	// without a word would otherwise hold the other direction forever.
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
 		_, _ = io.Copy(dst, src)
-		// Half-close so the other direction can finish its answer.
-		if tc, ok := dst.(*net.TCPConn); ok {
-			_ = tc.CloseWrite()
-		}
 		done <- struct{}{}
 	}
 	go pipe(out, in)
 	go pipe(in, out)
 	<-done
+	in.Close()
+	out.Close()
 	<-done
 }
