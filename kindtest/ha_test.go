@@ -97,6 +97,32 @@ func TestControlPlanes(t *testing.T) {
 		}
 	})
 
+	t.Run("List and Attach", func(t *testing.T) {
+		infos, err := kindtest.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ci := range infos {
+			if ci.Name == c.Name() && ci.Nodes != 4 {
+				t.Errorf("List: %d nodes, want 4 (the load balancer is not a node)", ci.Nodes)
+			}
+		}
+		a, err := kindtest.Attach(ctx, c.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		if len(a.ControlPlanes()) != 3 || len(a.Workers()) != 1 || a.ControlPlane().Name() != c.ControlPlane().Name() {
+			t.Errorf("attached: %d control planes (first %s), %d workers", len(a.ControlPlanes()), a.ControlPlane().Name(), len(a.Workers()))
+		}
+		if a.APIServer() != c.APIServer() {
+			t.Errorf("attached APIServer() = %s, want %s", a.APIServer(), c.APIServer())
+		}
+		if _, err := a.Kubectl(ctx, "get", "nodes"); err != nil {
+			t.Errorf("attached Kubectl: %v", err)
+		}
+	})
+
 	t.Run("etcd has three members", func(t *testing.T) {
 		members := etcdMembers(ctx, t, cps[1])
 		if len(members) != 3 {

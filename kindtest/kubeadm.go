@@ -59,6 +59,7 @@ func newBootstrapToken() string {
 // server's certificate names: a remote engine's address, where the API
 // server is published, and the load balancer's name and address.
 func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token string, singleNode bool, timeout time.Duration, s *settings, extraSANs ...string) string {
+	// One control plane: no lease to wait for before controllers start.
 	leaderElect := []arg{{"leader-elect", "false"}}
 	if endpoint == "" {
 		endpoint = cp.ip
@@ -71,15 +72,13 @@ func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token
 		// The cluster lives as long as a test; losing it on a host crash is fine.
 		arg{"unsafe-no-fsync", "true"})
 	apiArgs := s.componentArgs(KubeAPIServer)
-	cmArgs := s.componentArgs(KubeControllerManager, append([]arg{
-		// Each node's pod range is fixed by kindtest (see nodePodSubnet).
-		{"allocate-node-cidrs", "false"},
+	// Each node's pod range is fixed by kindtest (see nodePodSubnet).
+	cmBase := append([]arg{{"allocate-node-cidrs", "false"}}, leaderElect...)
+	cmArgs := s.componentArgs(KubeControllerManager, append(cmBase,
 		// At start each controller gets a service account and a token of its
 		// own; the default client rate limit (20/s) made that take seconds.
-		{"kube-api-qps", "500"},
-		{"kube-api-burst", "1000"}},
-		// One control plane: no lease to wait for before controllers start.
-		leaderElect...)...)
+		arg{"kube-api-qps", "500"},
+		arg{"kube-api-burst", "1000"})...)
 	schedArgs := s.componentArgs(KubeScheduler, leaderElect...)
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
