@@ -29,11 +29,11 @@ import (
 const usage = `usage: kindtest <command> [flags]
 
 commands:
-  build            build the node, reaper and registry images (skipped when up to date;
+  build            build the node, reaper, registry and load-balancer images (skipped when up to date;
                    -kubernetes-version vX.Y.Z for another Kubernetes;
-                   --push REGISTRY/PATH/node:TAG pushes the three to a registry)
+                   --push REGISTRY/PATH/node:TAG pushes all four to a registry)
   image save -o FILE [REF...]
-                   write the node, reaper and registry images to one archive file
+                   write the node, reaper, registry and load-balancer images to one archive file
   image load FILE  load such a file into the engine
   list             list clusters with their owner and age
   delete NAME...   delete clusters
