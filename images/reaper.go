@@ -51,51 +51,62 @@ const labelBinaryHash = "io.kindtest.binary-hash"
 // scratch. The Go build is cached; the image is rebuilt only when the binary
 // changed.
 func BuildReaper(ctx context.Context, opts ...BuildOption) error {
+	return buildKindtestImage(ctx, "reaper", ReaperImage, []string{"/kindtest"}, opts)
+}
+
+// buildKindtestImage builds an image FROM scratch holding the kindtest
+// command alone, tagged ref, run with entrypoint; what is the image's
+// name in messages and its build cache directory.
+func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []string, opts []BuildOption) error {
 	start := time.Now()
 	cfg, err := newBuildConfig(opts)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(cfg.cacheDir, "reaper")
+	dir := filepath.Join(cfg.cacheDir, what)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("build reaper image: %w", err)
+		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	bin := filepath.Join(dir, "kindtest")
 	root := filepath.Dir(cfg.sourceDir)
 	if cfg.embedded {
 		if root, err = libraryModuleDir(ctx, cfg.cacheDir); err != nil {
-			return fmt.Errorf("build reaper image: %w", err)
+			return fmt.Errorf("build %s image: %w", what, err)
 		}
 	}
 	if err := command(ctx, root, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/kindtest"); err != nil {
-		return fmt.Errorf("build reaper image: %w", err)
+		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	sum, err := fileSHA256(bin)
 	if err != nil {
-		return fmt.Errorf("build reaper image: %w", err)
+		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	cli, err := docker.New(ctx)
 	if err != nil {
-		return fmt.Errorf("build reaper image: %w", err)
+		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	defer cli.Close()
-	if img, err := cli.InspectImage(ctx, ReaperImage); err == nil && img.Labels[labelBinaryHash] == sum {
-		cfg.logger.Printf("reaper image %s is up to date (%s)", ReaperImage, time.Since(start).Round(time.Millisecond))
+	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[labelBinaryHash] == sum {
+		cfg.logger.Printf("%s image %s is up to date (%s)", what, ref, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
-	dockerfile := "FROM scratch\nCOPY kindtest /kindtest\nENTRYPOINT [\"/kindtest\"]\n"
+	ep, err := json.Marshal(entrypoint)
+	if err != nil {
+		return fmt.Errorf("build %s image: %w", what, err)
+	}
+	dockerfile := "FROM scratch\nCOPY kindtest /kindtest\nENTRYPOINT " + string(ep) + "\n"
 	tarStream := contextTar([]tarFile{
 		{name: "Dockerfile", data: []byte(dockerfile), mode: 0o644},
 		{name: "kindtest", path: bin, mode: 0o755},
 	})
 	defer tarStream.Close()
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-		Tags:   []string{ReaperImage},
+		Tags:   []string{ref},
 		Labels: map[string]string{labelBinaryHash: sum},
 	}, nil); err != nil {
-		return fmt.Errorf("build reaper image: %w", err)
+		return fmt.Errorf("build %s image: %w", what, err)
 	}
-	cfg.logger.Printf("reaper image %s built in %s", ReaperImage, time.Since(start).Round(time.Millisecond))
+	cfg.logger.Printf("%s image %s built in %s", what, ref, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -154,4 +165,29 @@ func libraryModuleDir(ctx context.Context, cacheDir string) (string, error) {
 		return "", fmt.Errorf("go mod download %s@%s: %v %s", libraryModule, mod.Version, err, dl.Error)
 	}
 	return dl.Dir, nil
+}
+
+// The load-balancer image is built the way the reaper image is, and its
+// code lives in this file because the file is not an input of the node
+// image (see notNodeImageInputs in hash.go).
+
+// LoadBalancerImage is the reference BuildLoadBalancer tags the
+// load-balancer image with; the kindtest package runs the load balancer in
+// front of a cluster's control planes (WithControlPlanes) from it. The tag
+// is the version of the `kindtest lb` command's flags.
+const LoadBalancerImage = "kindtest/lb:v1"
+
+// LoadBalancerRef is where `kindtest build --push` puts the load-balancer
+// image for a node image pushed as nodeRef, and where kindtest pulls it
+// from: beside the node image, as the reaper image is.
+func LoadBalancerRef(nodeRef string) string {
+	_, tag, _ := strings.Cut(LoadBalancerImage, ":")
+	return path.Dir(ReaperRef(nodeRef)) + "/lb:" + tag
+}
+
+// BuildLoadBalancer builds the load-balancer image: the kindtest command
+// alone in an image FROM scratch, run as `kindtest lb` (a TCP proxy, see
+// internal/lb), built like the reaper image (see BuildReaper).
+func BuildLoadBalancer(ctx context.Context, opts ...BuildOption) error {
+	return buildKindtestImage(ctx, "load-balancer", LoadBalancerImage, []string{"/kindtest", "lb"}, opts)
 }

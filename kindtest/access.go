@@ -98,7 +98,7 @@ func (c *Cluster) startHint(n *Node) string {
 			fixed = append(fixed, strconv.Itoa(m.hostPort))
 		}
 	}
-	if n.role != RoleControlPlane || len(fixed) == 0 {
+	if n.index != 0 || len(fixed) == 0 {
 		return privilegedHint
 	}
 	return fmt.Sprintf("WithPortMapping asks for host port(s) %s on %s: one may be in use (use host port 0 to let the engine choose), or:\n%s",

@@ -42,6 +42,9 @@ type Cluster struct {
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
+	// lbIP is the load balancer's address on the cluster's network, with
+	// several control planes (WithControlPlanes); "" with one.
+	lbIP string
 
 	// mu guards the fields below it: the deadline watcher and the signal
 	// handler read them from other goroutines.
@@ -209,6 +212,10 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		dc.Close()
 		return nil, err
 	}
+	if err := checkLoadBalancerImage(ctx, dc, cfg); err != nil {
+		dc.Close()
+		return nil, err
+	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
 	keep := cfg.keep.String()
@@ -238,11 +245,20 @@ func (c *Cluster) Name() string { return c.name }
 // Nodes returns every node, the control plane first.
 func (c *Cluster) Nodes() []*Node { return append([]*Node(nil), c.nodes...) }
 
-// ControlPlane returns the control-plane node.
+// ControlPlane returns the control-plane node: the first of several
+// (see ControlPlanes).
 func (c *Cluster) ControlPlane() *Node { return c.nodes[0] }
 
 // Workers returns the worker nodes, in order.
-func (c *Cluster) Workers() []*Node { return append([]*Node(nil), c.nodes[1:]...) }
+func (c *Cluster) Workers() []*Node {
+	var out []*Node
+	for _, n := range c.nodes {
+		if n.role == RoleWorker {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // Node returns the node with the given name, or nil.
 func (c *Cluster) Node(name string) *Node {

@@ -44,15 +44,8 @@ func (e *NodeError) Unwrap() error { return e.Err }
 func (c *Cluster) create(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
 	defer cancel()
-	n := c.cfg.workers + 1
-	c.nodes = make([]*Node, n)
-	for i := range n {
-		role := RoleWorker
-		if i == 0 {
-			role = RoleControlPlane
-		}
-		c.nodes[i] = &Node{name: nodeName(c.name, i), role: role, index: i, docker: c.docker, cluster: c}
-	}
+	c.newNodes()
+	n := len(c.nodes)
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
 	start := time.Now()
 
@@ -87,9 +80,12 @@ func (c *Cluster) create(ctx context.Context) error {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
 	if err := c.phase("containers", func() error {
-		return concurrent.Each(n+1, func(i int) error {
-			if i == n {
+		return concurrent.Each(n+2, func(i int) error {
+			switch i {
+			case n:
 				return c.startRegistry(ctx) // WithRegistry; nothing otherwise
+			case n + 1:
+				return c.startLoadBalancer(ctx) // WithControlPlanes(>1); nothing otherwise
 			}
 			return c.createNode(ctx, c.nodes[i])
 		})
@@ -180,8 +176,11 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		Network: c.name,
 		Runtime: c.cfg.runtime,
 	}
-	if n.role == RoleControlPlane {
-		spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
+	if n.index == 0 {
+		if !c.ha() {
+			// With several control planes the load balancer is published.
+			spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
+		}
 		spec.Ports = append(spec.Ports, c.portBindings()...)
 	}
 	if n.cgroupV2 {
@@ -207,8 +206,10 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 		return c.nodeError(n, "inspect container", err)
 	}
 	n.ip = info.IPs[c.name]
-	if n.role == RoleControlPlane {
-		c.apiServer = c.place.apiServerURL(c.name, info)
+	if n.index == 0 {
+		if !c.ha() {
+			c.apiServer = c.place.apiServerURL(c.name, info)
+		}
 		c.ports = info.Ports
 	}
 	if _, err := n.sh(ctx, provisionScript); err != nil {
@@ -282,7 +283,9 @@ func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
 		}
 		return nil
 	}}
-	if n.role == RoleControlPlane {
+	if n.index == 0 {
+		// The other control planes get the shared certificates from it
+		// when they join (see joinControlPlane).
 		steps = append(steps, func() error { return c.prepareControlPlane(ctx, n) })
 	}
 	return concurrent.Each(len(steps), func(i int) error { return steps[i]() })

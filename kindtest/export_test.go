@@ -1,5 +1,7 @@
 package kindtest
 
+import "context"
+
 // WithRuntimeForTest runs the nodes with another OCI runtime, so that tests
 // can make node containers fail to start.
 func WithRuntimeForTest(name string) Option {
@@ -18,3 +20,15 @@ func Panicking() bool { return panicking() }
 // SetReaperNameForTest makes this process use a reaper container of its
 // own, so that tests can observe a reaper's start and end.
 func SetReaperNameForTest(name string) { reaperName = name }
+
+// APIRequestForTest sends one request to the API server named by the
+// kubeconfig, with its client certificate and checking the server's
+// against its certificate authority, as kindtest's own client does.
+func APIRequestForTest(ctx context.Context, kubeconfig []byte, method, path string, body, out any) error {
+	api, err := newAPIClient(kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	return api.do(ctx, method, path, body, out)
+}

@@ -53,23 +53,33 @@ func newBootstrapToken() string {
 // control plane to come up) are set to the create timeout, so that on a
 // slow or loaded machine the create timeout alone decides when to give up.
 //
-// extraSANs are more addresses the API server's certificate names: a
-// remote engine's address, where the API server is published.
-func kubeadmInitConfig(cluster, version string, cp *Node, token string, singleNode bool, timeout time.Duration, s *settings, extraSANs ...string) string {
+// endpoint is the controlPlaneEndpoint's host when the cluster has several
+// control planes (the load balancer's address), "" for one control plane,
+// which is then its own endpoint. extraSANs are more addresses the API
+// server's certificate names: a remote engine's address, where the API
+// server is published, and the load balancer's name and address.
+func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token string, singleNode bool, timeout time.Duration, s *settings, extraSANs ...string) string {
+	// One control plane: no lease to wait for before controllers start.
+	leaderElect := []arg{{"leader-elect", "false"}}
+	if endpoint == "" {
+		endpoint = cp.ip
+	} else {
+		// Several control planes: one controller-manager and one scheduler
+		// at a time, chosen by lease, as in any HA cluster.
+		leaderElect = nil
+	}
 	etcdArgs := s.componentArgs(Etcd,
 		// The cluster lives as long as a test; losing it on a host crash is fine.
 		arg{"unsafe-no-fsync", "true"})
 	apiArgs := s.componentArgs(KubeAPIServer)
-	cmArgs := s.componentArgs(KubeControllerManager,
-		// Each node's pod range is fixed by kindtest (see nodePodSubnet).
-		arg{"allocate-node-cidrs", "false"},
-		// One control plane: no lease to wait for before controllers start.
-		arg{"leader-elect", "false"},
+	// Each node's pod range is fixed by kindtest (see nodePodSubnet).
+	cmBase := append([]arg{{"allocate-node-cidrs", "false"}}, leaderElect...)
+	cmArgs := s.componentArgs(KubeControllerManager, append(cmBase,
 		// At start each controller gets a service account and a token of its
 		// own; the default client rate limit (20/s) made that take seconds.
 		arg{"kube-api-qps", "500"},
-		arg{"kube-api-burst", "1000"})
-	schedArgs := s.componentArgs(KubeScheduler, arg{"leader-elect", "false"})
+		arg{"kube-api-burst", "1000"})...)
+	schedArgs := s.componentArgs(KubeScheduler, leaderElect...)
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
@@ -99,7 +109,7 @@ apiVersion: kubeadm.k8s.io/v1beta4
 kind: ClusterConfiguration
 clusterName: %[5]s
 kubernetesVersion: %[6]s
-controlPlaneEndpoint: %[2]s:%[3]d
+controlPlaneEndpoint: %[19]s:%[3]d
 # ECDSA keys take milliseconds to make where RSA keys take most of a second.
 encryptionAlgorithm: ECDSA-P256
 etcd:
@@ -121,7 +131,7 @@ apiServer:
 %[18]s`, token, cp.ip, apiServerPort, nodeRegistration(cp, s, singleNode), cluster, version,
 		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp, s), kubeadmTimeouts(timeout), sanLines(extraSANs),
 		argsYAML("extraArgs", "    ", etcdArgs), argsYAML("extraArgs", "  ", apiArgs), argsYAML("extraArgs", "  ", cmArgs),
-		argsYAML("extraArgs", "  ", schedArgs), kubeProxyConfig(s))
+		argsYAML("extraArgs", "  ", schedArgs), kubeProxyConfig(s), endpoint)
 }
 
 // kubeProxyConfig is kube-proxy's configuration.
@@ -229,8 +239,18 @@ func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (str
 	return strings.Join(append(docs, deployment), "\n---\n") + "\n", nil
 }
 
-// kubeadmJoinConfig is a worker's kubeadm configuration.
-func kubeadmJoinConfig(cp, n *Node, token string, timeout time.Duration, s *settings) string {
+// kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
+// control plane after the first, joining through endpoint (the first
+// control plane's address, or the load balancer's).
+func kubeadmJoinConfig(endpoint string, n *Node, token string, timeout time.Duration, s *settings) string {
+	controlPlane, untainted := "", false
+	if n.role == RoleControlPlane {
+		// Without workers, every control plane runs workloads.
+		untainted = n.cluster != nil && n.cluster.cfg.workers == 0
+		// The shared certificates were copied from the first control plane
+		// beforehand (see joinControlPlane); kubeadm makes the rest.
+		controlPlane = fmt.Sprintf("controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: %s\n    bindPort: %d\n", n.ip, apiServerPort)
+	}
 	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
 kind: JoinConfiguration
 skipPhases:
@@ -241,10 +261,10 @@ discovery:
     token: %q
     # The cluster and its network live only as long as the test.
     unsafeSkipCAVerification: true
-nodeRegistration:
+%snodeRegistration:
 %s%s
 ---
-%s`, cp.ip, apiServerPort, token, nodeRegistration(n, s, false), kubeadmTimeouts(timeout), kubeletConfig(n, s))
+%s`, endpoint, apiServerPort, token, controlPlane, nodeRegistration(n, s, untainted), kubeadmTimeouts(timeout), kubeletConfig(n, s))
 }
 
 // nodeRegistration is node n's kubeadm nodeRegistration: its name, the

@@ -109,9 +109,21 @@ func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Con
 			if err := c.waitClusterInfoSigned(ctx); err != nil {
 				return err
 			}
-			return concurrent.Each(len(c.nodes)-1, func(i int) error {
-				n := c.nodes[i+1]
-				return c.kubeadm(ctx, n, kubeadmJoinConfig(cp, n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+			// Workers join side by side; control planes one after the
+			// other, beside them: each adds an etcd member, and etcd
+			// takes one new member at a time.
+			workers, cps := c.Workers(), c.ControlPlanes()[1:]
+			return concurrent.Each(len(workers)+1, func(i int) error {
+				if i == len(workers) {
+					for _, n := range cps {
+						if err := c.joinControlPlane(ctx, n); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				n := workers[i]
+				return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
 			})
 		}); err != nil {
 			return err
@@ -198,7 +210,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return err
 	}
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.token, len(c.nodes) == 1, c.cfg.createTimeout, &c.cfg.settings, c.place.certSANs()...)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.lbIP, c.token, c.cfg.workers == 0, c.cfg.createTimeout, &c.cfg.settings, append(c.place.certSANs(), c.lbSANs()...)...)); err != nil {
 		return err
 	}
 	var script strings.Builder
@@ -232,7 +244,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return err
 	}
-	dns, err = fitCoreDNS(dns, min(len(c.nodes), 2), cp.ip, apiServerPort)
+	dns, err = fitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
@@ -240,10 +252,10 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	// input as its content.
 	files := []struct{ path, content string }{{addonsManifest, strings.TrimRight(proxy, "\n") + "\n---\n" + dns}}
 	if !c.cfg.withoutStorage {
-		files = append(files, struct{ path, content string }{storageManifestPath, storageManifest(cp.ip, apiServerPort)})
+		files = append(files, struct{ path, content string }{storageManifestPath, storageManifest(c.apiHost(), apiServerPort)})
 	}
 	if c.cfg.networkPolicyEnforced() {
-		files = append(files, struct{ path, content string }{networkPolicyManifestPath, networkPolicyManifest(cp.ip, apiServerPort)})
+		files = append(files, struct{ path, content string }{networkPolicyManifestPath, networkPolicyManifest(c.apiHost(), apiServerPort)})
 	}
 	var manifests string
 	var writes []string
@@ -526,9 +538,9 @@ func (c *Cluster) podDiagnostics(api *apiClient) string {
 	return "pods not ready:\n" + strings.Join(lines, "\n")
 }
 
-// Kubectl runs kubectl inside the control-plane node with the admin
-// kubeconfig, so the host needs no kubectl. A non-zero exit is an
-// *ExitError.
+// Kubectl runs kubectl inside the control-plane node (with several, the
+// first one running) with the admin kubeconfig, so the host needs no
+// kubectl. A non-zero exit is an *ExitError.
 func (c *Cluster) Kubectl(ctx context.Context, args ...string) (ExecResult, error) {
 	return c.KubectlInput(ctx, nil, args...)
 }
@@ -539,7 +551,11 @@ func (c *Cluster) KubectlInput(ctx context.Context, stdin io.Reader, args ...str
 		return ExecResult{}, errors.New("kubectl: cluster " + c.name + " was made WithoutKubernetes")
 	}
 	cmd := append([]string{"kubectl", "--kubeconfig", adminKubeconfig}, args...)
-	return c.ControlPlane().ExecInput(ctx, stdin, cmd...)
+	cp, err := c.runningControlPlane(ctx)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	return cp.ExecInput(ctx, stdin, cmd...)
 }
 
 // Apply applies manifests (YAML or JSON, several documents allowed) with

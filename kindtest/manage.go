@@ -70,7 +70,7 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		return nil, err
 	}
 	for _, c := range cs {
-		record(c.Labels, c.Labels[LabelRole] != RoleRegistry)
+		record(c.Labels, c.Labels[LabelRole] != RoleRegistry && c.Labels[LabelRole] != RoleLoadBalancer)
 	}
 	// A cluster whose creation stopped early may have only a network or
 	// volumes left.
@@ -245,6 +245,10 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	if cs, err = c.adoptRegistry(ctx, cs); err != nil {
 		return fmt.Errorf("kindtest: attach %s: %w", name, err)
 	}
+	cs, lb, err := c.adoptLoadBalancer(ctx, cs)
+	if err != nil {
+		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+	}
 	if len(cs) == 0 {
 		return fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
 	}
@@ -282,7 +286,19 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 			c.ports = info.Ports
 		}
 	}
-	c.cfg.workers = len(cs) - 1
+	c.cfg.workers, c.cfg.controlPlanes = 0, 0
+	for _, n := range c.nodes {
+		if n.role == RoleControlPlane {
+			c.cfg.controlPlanes++
+		} else {
+			c.cfg.workers++
+		}
+	}
+	if lb != nil {
+		if err := c.setLoadBalancer(*lb); err != nil {
+			return fmt.Errorf("kindtest: attach %s: %w", name, err)
+		}
+	}
 	// A cluster made WithoutKubernetes has no admin kubeconfig.
 	if _, err := c.ControlPlane().run(ctx, "test", "-f", adminKubeconfig); err != nil {
 		c.cfg.kubernetes = false

@@ -100,7 +100,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if !c.cfg.kubernetes {
 		return nil
 	}
-	if n.role == RoleControlPlane {
+	if n.index == 0 && !c.ha() {
 		c.apiServer = c.place.apiServerURL(c.name, info)
 		if err := c.fetchKubeconfig(ctx); err != nil {
 			return err

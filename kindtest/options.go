@@ -68,6 +68,7 @@ type Option func(*config) error
 
 type config struct {
 	workers       int
+	controlPlanes int // WithControlPlanes
 	image         string
 	prefix        string
 	logger        Logger
@@ -111,6 +112,7 @@ var prefixPattern = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 func defaultConfig() *config {
 	return &config{
 		image:         DefaultImage,
+		controlPlanes: 1,
 		prefix:        "kt",
 		logger:        discard{},
 		createTimeout: 5 * time.Minute,
@@ -203,6 +205,7 @@ func (c *config) validate() error {
 	if c.deleteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
+	errs = append(errs, c.validateControlPlanes()...)
 	errs = append(errs, c.settings.validate(c)...)
 	errs = append(errs, validatePortMappings(c.portMappings)...)
 	errs = append(errs, c.validateNetworking()...)

@@ -66,7 +66,7 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
 	w := &Node{name: "c-worker", ip: "172.18.0.3", index: 1}
 	c.nodes = []*Node{cp, w}
-	init := kubeadmInitConfig("c", KubernetesVersion, cp, "abcdef.0123456789abcdef", false, time.Minute, &cfg.settings)
+	init := kubeadmInitConfig("c", KubernetesVersion, cp, "", "abcdef.0123456789abcdef", false, time.Minute, &cfg.settings)
 	if !strings.Contains(init, allocateNodeCIDRsOff) {
 		t.Fatalf("kubeadmInitConfig no longer turns pod range allocation off as %q: adjust adjustKubeadmConfig", allocateNodeCIDRsOff)
 	}

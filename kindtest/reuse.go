@@ -20,12 +20,16 @@ const completeMarker = "/etc/kindtest/complete"
 
 // reuseHash identifies a configuration: clusters made from the same image
 // (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers, with or without Kubernetes, the same prefix, the same
+// workers and control planes, with or without Kubernetes, the same prefix, the same
 // settings (feature gates, flags, labels, taints, mounts...), the same
 // port mappings, with or without the default StorageClass and with or
 // without the NetworkPolicy agent.
 func reuseHash(cfg *config, imageID string) string {
 	key := fmt.Sprintf("v2|%s|%d|%t|%t|%s", imageID, cfg.workers, cfg.kubernetes, !cfg.withoutStorage, cfg.prefix)
+	if cfg.controlPlanes > 1 {
+		// Only then: the hashes of clusters with one stay as they were.
+		key += fmt.Sprintf("|control-planes=%d", cfg.controlPlanes)
+	}
 	if f := cfg.settings.fingerprint(); f != "" {
 		// Only then: clusters kept with the default settings stay reusable.
 		key += "|" + f

@@ -279,7 +279,8 @@ func merge(dst, src map[string]any) {
 }
 
 // WithNodeLabels puts labels on a node: node 0 is the control plane, 1 to
-// n the workers of WithWorkers(n). The kubelet registers the node with
+// n the workers of WithWorkers(n), n+1 on the other control planes of
+// WithControlPlanes. The kubelet registers the node with
 // them (kubeadm's nodeRegistration, --node-labels), so the node has them
 // from its first appearance. The kubelet refuses labels in the
 // kubernetes.io and k8s.io namespaces other than node.kubernetes.io/...,
@@ -375,8 +376,8 @@ func checkLabel(k, v string) error {
 	return nil
 }
 
-// WithNodeTaints taints a node (0 the control plane, 1 to n the workers)
-// as it registers (kubeadm's nodeRegistration.taints). Each taint is
+// WithNodeTaints taints a node (0 the control plane, 1 to n the workers,
+// n+1 on the other control planes of WithControlPlanes) as it registers (kubeadm's nodeRegistration.taints). Each taint is
 // "key=value:Effect" or "key:Effect", Effect being NoSchedule,
 // PreferNoSchedule or NoExecute. On the control plane of a cluster with
 // workers they come in addition to kubeadm's
@@ -426,7 +427,8 @@ func parseTaint(s string) (taint, error) {
 var reservedMountPoints = []string{"/", "/var", "/tmp", "/run", "/lib/modules", "/proc", "/sys", "/dev", "/etc", "/usr"}
 
 // WithNodeMounts mounts paths of the engine's host into a node container
-// (0 the control plane, 1 to n the workers), as kind's extraMounts do.
+// (0 the control plane, 1 to n the workers, n+1 on the other control
+// planes of WithControlPlanes), as kind's extraMounts do.
 // Both paths must be absolute; a container path may not be one kindtest
 // mounts itself (/var, /tmp, /run, /lib/modules) or a system directory.
 // With a local engine the host path must exist, checked before anything
@@ -472,7 +474,12 @@ func checkMount(m Mount) error {
 func (s *settings) validate(c *config) []error {
 	var errs []error
 	checkNode := func(what string, node int) {
-		if node < 0 || node > c.workers {
+		last := c.workers + max(c.controlPlanes, 1) - 1
+		switch {
+		case node >= 0 && node <= last:
+		case c.controlPlanes > 1:
+			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the first control plane, 1 to %d the workers (WithWorkers(%d)), %d to %d the other control planes (WithControlPlanes(%d))", what, node, c.workers, c.workers, c.workers+1, last, c.controlPlanes))
+		default:
 			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the control plane, 1 to %d the workers (WithWorkers(%d))", what, node, c.workers, c.workers))
 		}
 	}
@@ -657,13 +664,13 @@ func argsYAML(key, indent string, args []arg) string {
 // default (the control-plane taint on a control plane, none on a worker).
 func (s *settings) taintsYAML(n *Node, singleNode bool) string {
 	var ts []taint
-	if n.index == 0 && !singleNode && len(s.nodeTaints[n.index]) > 0 {
+	if (n.index == 0 || n.role == RoleControlPlane) && !singleNode && len(s.nodeTaints[n.index]) > 0 {
 		// Given taints replace kubeadm's default: keep it.
 		ts = append(ts, taint{key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule"})
 	}
 	ts = append(ts, s.nodeTaints[n.index]...)
 	if len(ts) == 0 {
-		if n.index == 0 && singleNode {
+		if (n.index == 0 || n.role == RoleControlPlane) && singleNode {
 			// An empty list, unlike none, tells kubeadm not to taint the
 			// control plane: a single node must run workloads.
 			return "  taints: []\n"

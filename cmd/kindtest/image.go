@@ -61,7 +61,7 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 				refs = append(refs, tag)
 			}
 		}
-		for _, ref := range []string{images.ReaperImage, images.RegistryImage} {
+		for _, ref := range []string{images.ReaperImage, images.RegistryImage, images.LoadBalancerImage} {
 			if _, err := dc.InspectImage(ctx, ref); err == nil {
 				refs = append(refs, ref)
 			}
@@ -196,7 +196,7 @@ func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
 	}
 	defer dc.Close()
 	host := docker.RegistryHost(ref)
-	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}, {images.RegistryImage, images.RegistryRef(ref)}} {
+	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}, {images.RegistryImage, images.RegistryRef(ref)}, {images.LoadBalancerImage, images.LoadBalancerRef(ref)}} {
 		local, remote := p[0], p[1]
 		start := time.Now()
 		if err := dc.TagImage(ctx, local, remote); err != nil {

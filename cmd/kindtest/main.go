@@ -21,6 +21,7 @@ import (
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lb"
 	"github.com/kindtest/kindtest/internal/reaper"
 	"github.com/kindtest/kindtest/kindtest"
 )
@@ -28,11 +29,11 @@ import (
 const usage = `usage: kindtest <command> [flags]
 
 commands:
-  build            build the node, reaper and registry images (skipped when up to date;
+  build            build the node, reaper, registry and load-balancer images (skipped when up to date;
                    -kubernetes-version vX.Y.Z for another Kubernetes;
-                   --push REGISTRY/PATH/node:TAG pushes the three to a registry)
+                   --push REGISTRY/PATH/node:TAG pushes all four to a registry)
   image save -o FILE [REF...]
-                   write the node, reaper and registry images to one archive file
+                   write the node, reaper, registry and load-balancer images to one archive file
   image load FILE  load such a file into the engine
   list             list clusters with their owner and age
   delete NAME...   delete clusters
@@ -40,6 +41,7 @@ commands:
   logs NAME        export a cluster's logs (-dir, default .)
   bench            create and delete clusters, printing per-phase timings
   reaper           (internal) remove the clusters of test processes once they are gone
+  lb               (internal) relay TCP connections to a cluster's control planes
 `
 
 func main() {
@@ -93,6 +95,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return bench(ctx, args, out)
 	case "reaper":
 		return runReaper(ctx, args)
+	case "lb":
+		return runLoadBalancer(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil
@@ -151,6 +155,9 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	if err := images.BuildRegistry(ctx, images.WithLogger(logger)); err != nil {
+		return err
+	}
+	if err := images.BuildLoadBalancer(ctx, images.WithLogger(logger)); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "node image: %s (%s)\n", res.Image, res.ContentImage)
@@ -266,5 +273,25 @@ func runReaper(ctx context.Context, args []string) error {
 	return reaper.Serve(ctx, dc, ln, reaper.Config{
 		Idle: *idle,
 		Logf: log.New(os.Stderr, "", log.LstdFlags).Printf,
+	})
+}
+
+func runLoadBalancer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lb", flag.ContinueOnError)
+	listen := fs.String("listen", ":6443", "address to accept clients on")
+	backends := fs.String("backends", "", "comma-separated HOST:PORT backends")
+	if err := parseNoArgs(fs, args); err != nil {
+		return err
+	}
+	if *backends == "" {
+		return usageError{"lb: -backends is required"}
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	return lb.Serve(ctx, ln, lb.Config{
+		Backends: strings.Split(*backends, ","),
+		Logf:     log.New(os.Stderr, "", log.LstdFlags).Printf,
 	})
 }
