@@ -37,6 +37,8 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	jsonPath := fs.String("json", "", "append one JSON line per cluster created to this file")
 	noStorage := fs.Bool("without-storage", false, "create the clusters WithoutStorage (no default StorageClass)")
 	noPolicy := fs.Bool("without-network-policy", false, "create the clusters WithoutNetworkPolicy (no NetworkPolicy agent)")
+	slowLogs := fs.Duration("logs-slower-than", 0, "export the logs of a cluster whose New to Ready took longer than this, before deleting it (0: never)")
+	logsDir := fs.String("logs-dir", "bench-logs", "where -logs-slower-than writes them")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -79,7 +81,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
-				opt := benchOptions{payloadMB: *payload, settle: *settle}
+				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir}
 				if *noStorage {
 					opt.options = append(opt.options, kindtest.WithoutStorage())
 				}
@@ -129,6 +131,9 @@ type benchRun struct {
 	LoadMS    float64  `json:"load_image_ms,omitempty"`
 	DeleteMS  float64  `json:"delete_ms"`
 	MemoryMiB uint64   `json:"memory_mib,omitempty"`
+	// LogsDir holds the cluster's logs when it was slower than
+	// -logs-slower-than.
+	LogsDir string `json:"logs_dir,omitempty"`
 }
 
 type benchOptions struct {
@@ -138,6 +143,11 @@ type benchOptions struct {
 	loadImage     bool
 	// options are given to kindtest.New after WithWorkers.
 	options []kindtest.Option
+	// slowLogs, when set, is the New to Ready time past which the
+	// cluster's logs go to logsDir before it is deleted, to find out what
+	// made a run slow.
+	slowLogs time.Duration
+	logsDir  string
 }
 
 // benchOne creates one cluster, takes its measures into r and deletes it.
@@ -147,8 +157,16 @@ func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 	if err != nil {
 		return err
 	}
-	r.ReadyMS = ms(time.Since(start))
+	ready := time.Since(start)
+	r.ReadyMS = ms(ready)
 	r.Cluster = c.Name()
+	if opt.slowLogs > 0 && ready > opt.slowLogs {
+		path, err := c.ExportLogs(ctx, opt.logsDir)
+		if err != nil {
+			return errors.Join(fmt.Errorf("export logs of slow cluster %s: %w", c.Name(), err), c.Delete(ctx))
+		}
+		r.LogsDir = path
+	}
 	r.PhasesMS = map[string]float64{}
 	for _, p := range c.Timings() {
 		r.PhasesMS[p.Phase] = ms(p.Duration)
