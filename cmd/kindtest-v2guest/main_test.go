@@ -26,8 +26,8 @@ func TestRecipeKey(t *testing.T) {
 	if baseKey(r) == r.key() || baseKey(r) == baseKey(more) {
 		t.Error("the base disk's key must follow the recipe and add the guest files")
 	}
-	args := strings.Join(r.mmdebstrapArgs("out.tar"), " ")
-	for _, want := range []string{"--variant=minbase", "apparmor,", "docker.io", "linux-image-amd64", "bookworm out.tar"} {
+	args := strings.Join(r.mmdebstrapArgs("rootfs.tar.partial"), " ")
+	for _, want := range []string{"--variant=minbase", "apparmor,", "docker.io", "linux-image-amd64", "--format=tar", "bookworm rootfs.tar.partial"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("mmdebstrap %s: lacks %q", args, want)
 		}

@@ -39,11 +39,13 @@ func (r recipe) key() string {
 	return digest("suite=" + r.Suite + "\nvariant=" + r.Variant + "\npackages=" + strings.Join(pkgs, ","))
 }
 
-// mmdebstrapArgs are the arguments that build the recipe into out (a tar).
+// mmdebstrapArgs are the arguments that build the recipe into out, a tar
+// whatever out's name: mmdebstrap guesses the format from the name's
+// extension, and made a directory of "rootfs-KEY.tar.partial".
 func (r recipe) mmdebstrapArgs(out string) []string {
 	pkgs := slices.Clone(r.Packages)
 	slices.Sort(pkgs)
-	return []string{"--variant=" + r.Variant, "--include=" + strings.Join(pkgs, ","), r.Suite, out}
+	return []string{"--variant=" + r.Variant, "--format=tar", "--include=" + strings.Join(pkgs, ","), r.Suite, out}
 }
 
 // digest is the first 16 hex digits of the SHA-256 of the parts.
