@@ -47,7 +47,7 @@ const finishedMarker = "v2guest: finished"
 
 // guestScript runs inside the guest, from the share; share/env sets MODE
 // (prepare: load the images, tag ECHO_IMAGE as SUITE_ECHO_IMAGE; test: run
-// the suite), and for tests RUN_PRIVATE,
+// the suite), and for tests IMAGE (the node image), RUN_PRIVATE,
 // RUN_HOST (test patterns; RUN_HOST empty skips the second run),
 // TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in the share.
 const guestScript = `#!/bin/bash
@@ -76,7 +76,7 @@ run_suite() {
   began=$(date +%s)
   say "suite ($name): go test -run '$pattern'"
   mkdir -p "$share/artifacts-$name"
-  (cd /root && CI=true ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" \
+  (cd /root && CI=true KINDTEST_IMAGE="$IMAGE" ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" \
     "$share/v2suite.test" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" -test.run "$pattern") 2>&1 |
     tee "$share/test-$name.log"
   rc=${PIPESTATUS[0]}

@@ -88,6 +88,19 @@ func TestEnvFile(t *testing.T) {
 	}
 }
 
+func TestTestEnv(t *testing.T) {
+	o := options{image: "mine/node:x", runPrivate: ".", runHost: "TestOneNode", runLimit: 3 * time.Hour, create: 45 * time.Minute}
+	env := testEnv(o)
+	for k, want := range map[string]string{"MODE": "test", "IMAGE": "mine/node:x", "RUN_HOST": "TestOneNode", "TEST_TIMEOUT": "1h0m0s", "CREATE_TIMEOUT": "45m0s"} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	if !strings.Contains(guestScript, `KINDTEST_IMAGE="$IMAGE"`) {
+		t.Error("the guest script does not hand IMAGE to the suite as KINDTEST_IMAGE")
+	}
+}
+
 func TestPrefixed(t *testing.T) {
 	var b strings.Builder
 	w := prefixed(&b, "p| ")

@@ -21,17 +21,7 @@ func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, wor
 	if err := os.Rename(suite, filepath.Join(share, "v2suite.test")); err != nil {
 		return results{}, err
 	}
-	// The suite's own deadline stays inside the guest's, so that a hung
-	// test is reported by go test with its goroutines rather than killed.
-	testTimeout := o.runLimit / 3
-	if o.runHost == "" {
-		testTimeout = o.runLimit * 2 / 3
-	}
-	env := map[string]string{
-		"MODE": "test", "RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost,
-		"TEST_TIMEOUT": testTimeout.String(), "CREATE_TIMEOUT": o.create.String(),
-	}
-	if err := writeShare(share, env); err != nil {
+	if err := writeShare(share, testEnv(o)); err != nil {
 		return results{}, err
 	}
 	layer := filepath.Join(work, "run.qcow2")
@@ -47,6 +37,21 @@ func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, wor
 		return results{}, err
 	}
 	return readResults(share, o.runHost != ""), nil
+}
+
+// testEnv is the guest script's settings for a test run: the suite uses
+// the node image the host loaded, under its name on the host.
+func testEnv(o options) map[string]string {
+	// The suite's own deadline stays inside the guest's, so that a hung
+	// test is reported by go test with its goroutines rather than killed.
+	testTimeout := o.runLimit / 3
+	if o.runHost == "" {
+		testTimeout = o.runLimit * 2 / 3
+	}
+	return map[string]string{
+		"MODE": "test", "IMAGE": o.image, "RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost,
+		"TEST_TIMEOUT": testTimeout.String(), "CREATE_TIMEOUT": o.create.String(),
+	}
 }
 
 // results is what the guest left in the share.
