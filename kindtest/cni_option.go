@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // WithoutDefaultCNI leaves the pod network to the test: kindtest writes no
@@ -76,7 +78,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	}
 	defer api.close()
 	var last error
-	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		last = api.get(ctx, "/readyz", nil)
 		return last == nil, nil
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // apiServerPort is where kube-apiserver listens inside the control plane.
@@ -222,7 +223,7 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)
 	}
-	err := waitFor(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		res, err := n.Exec(ctx, "systemctl", "is-system-running")
 		state := strings.TrimSpace(res.Stdout)
 		var ee *ExitError
@@ -247,29 +248,6 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 		return c.nodeError(n, "wait for systemd", err)
 	}
 	return nil
-}
-
-// waitFor polls cond with exponential backoff from min to max until it
-// says done, returns an error, or ctx ends.
-func waitFor(ctx context.Context, min, max time.Duration, cond func() (bool, error)) error {
-	delay := min
-	for {
-		done, err := cond()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		if delay *= 2; delay > max {
-			delay = max
-		}
-	}
 }
 
 // nodeError wraps err with what the node can tell about it: the last lines

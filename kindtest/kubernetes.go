@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // nodeNetworkScript prepares node i's networking before it boots: the
@@ -81,7 +82,7 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 	defer api.close()
 	key := "jws-kubeconfig-" + strings.SplitN(c.token, ".", 2)[0]
 	var last error
-	err = waitFor(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
 		var cm struct {
 			Data map[string]string `json:"data"`
 		}
@@ -355,7 +356,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	pending := "API server ready"
 	var detail string
 	start, last := time.Now(), ""
-	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		pending, detail = c.notReady(ctx, api)
 		if pending != last {
 			// Which conditions took how long is what tuning needs.
