@@ -202,6 +202,7 @@ func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
 	if !c.cfg.kubernetes {
 		return nil
 	}
+	g, ctx := concurrent.WithContext(ctx)
 	steps := []func() error{func() error {
 		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
 			return c.nodeError(n, "set up node network", err)
@@ -213,7 +214,10 @@ func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
 		// when they join (see joinControlPlane).
 		steps = append(steps, func() error { return c.prepareControlPlane(ctx, n) })
 	}
-	return concurrent.Each(len(steps), func(i int) error { return steps[i]() })
+	for _, step := range steps {
+		g.Go(step)
+	}
+	return g.Wait()
 }
 
 // bootNode sends the boot signal and waits until systemd reports the

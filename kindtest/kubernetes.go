@@ -152,7 +152,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	// kubeadm's own manifests, CoreDNS's fitted to a test cluster. The
 	// three kubeadm runs are independent.
 	var proxy, dns string
-	err := concurrent.Each(3, func(i int) error {
+	err := concurrent.All(ctx, 3, func(ctx context.Context, i int) error {
 		switch i {
 		case 0:
 			// kubelet-start cannot restart the kubelet before systemd

@@ -177,43 +177,43 @@ func (c *Cluster) registerWithReaper(ctx context.Context) error {
 // carried out by the engine, after the cleanup that should have removed
 // its result.
 func (c *Cluster) createNetwork(ctx context.Context) error {
-	return concurrent.Each(2, func(i int) error {
-		if i == 0 {
-			sctx, cancel := c.settled(ctx)
-			defer cancel()
-			if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
-				return err
-			}
-			return c.place.joinNetwork(sctx, c.docker, c.name)
+	g, ctx := concurrent.WithContext(ctx)
+	g.Go(func() error {
+		sctx, cancel := c.settled(ctx)
+		defer cancel()
+		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+			return err
 		}
+		return c.place.joinNetwork(sctx, c.docker, c.name)
+	})
+	g.Go(func() error {
 		info, err := c.docker.Info(ctx)
 		for _, n := range c.nodes {
 			n.cgroupV2 = info.CgroupVersion == "2"
 		}
 		return err
 	})
+	return g.Wait()
 }
 
 // createContainers is the containers phase: every node's volume and
 // container (see createNode), the registry (WithRegistry) and the load
-// balancer (WithControlPlanes(>1)), side by side.
+// balancer (WithControlPlanes(>1)), side by side; the first failure stops
+// the rest.
 func (c *Cluster) createContainers(ctx context.Context) error {
-	n := len(c.nodes)
-	return concurrent.Each(n+2, func(i int) error {
-		switch i {
-		case n:
-			return c.startRegistry(ctx) // WithRegistry; nothing otherwise
-		case n + 1:
-			return c.startLoadBalancer(ctx) // WithControlPlanes(>1); nothing otherwise
-		}
-		return c.createNode(ctx, c.nodes[i])
-	})
+	g, ctx := concurrent.WithContext(ctx)
+	for _, n := range c.nodes {
+		g.Go(func() error { return c.createNode(ctx, n) })
+	}
+	g.Go(func() error { return c.startRegistry(ctx) })     // WithRegistry; nothing otherwise
+	g.Go(func() error { return c.startLoadBalancer(ctx) }) // WithControlPlanes(>1); nothing otherwise
+	return g.Wait()
 }
 
 // provision is the provision phase: every node is prepared for boot, side
-// by side (see provisionNode).
+// by side (see provisionNode); the first failure stops the rest.
 func (c *Cluster) provision(ctx context.Context) error {
-	return concurrent.Each(len(c.nodes), func(i int) error { return c.provisionNode(ctx, c.nodes[i]) })
+	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.provisionNode(ctx, c.nodes[i]) })
 }
 
 // provisionNode prepares node n before systemd starts, in the order the
@@ -232,9 +232,9 @@ func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
 }
 
 // boot is the boot phase: every node is booted side by side (see
-// bootNode).
+// bootNode); the first failure stops the rest.
 func (c *Cluster) boot(ctx context.Context) error {
-	return concurrent.Each(len(c.nodes), func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
+	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.bootNode(ctx, c.nodes[i]) })
 }
 
 // bootAndInit runs the boot phase and the init phase side by side: kubeadm
@@ -243,45 +243,43 @@ func (c *Cluster) boot(ctx context.Context) error {
 // server anyway. A failed boot cancels init and is the error reported; a
 // failed init lets boot finish, whose failure would say more.
 func (c *Cluster) bootAndInit(ctx context.Context) error {
-	ictx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var bootErr, initErr error
-	concurrent.Each(2, func(i int) error {
-		if i == 0 {
-			if bootErr = c.phase(ictx, PhaseBoot, c.boot); bootErr != nil {
-				cancel()
-			}
-		} else {
-			initErr = c.phase(ictx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
-		}
-		return nil
-	})
-	if bootErr != nil {
-		return bootErr
+	initErr := make(chan error, 1)
+	go func() {
+		initErr <- c.phase(ctx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
+	}()
+	if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
+		cancel()
+		<-initErr
+		return err
 	}
-	return initErr
+	return <-initErr
 }
 
 // join is the join phase: the other nodes join the cluster. kubeadm join
 // retries discovery only every 5 s, so it starts once the
 // controller-manager has signed cluster-info for the token. Workers join
 // side by side; control planes one after the other, beside them: each
-// adds an etcd member, and etcd takes one new member at a time.
+// adds an etcd member, and etcd takes one new member at a time. The first
+// failure stops the rest.
 func (c *Cluster) join(ctx context.Context) error {
 	if err := c.waitClusterInfoSigned(ctx); err != nil {
 		return err
 	}
-	workers, cps := c.Workers(), c.ControlPlanes()[1:]
-	return concurrent.Each(len(workers)+1, func(i int) error {
-		if i == len(workers) {
-			for _, n := range cps {
-				if err := c.joinControlPlane(ctx, n); err != nil {
-					return err
-				}
+	g, ctx := concurrent.WithContext(ctx)
+	for _, n := range c.Workers() {
+		g.Go(func() error {
+			return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+		})
+	}
+	g.Go(func() error {
+		for _, n := range c.ControlPlanes()[1:] {
+			if err := c.joinControlPlane(ctx, n); err != nil {
+				return err
 			}
-			return nil
 		}
-		n := workers[i]
-		return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+		return nil
 	})
+	return g.Wait()
 }
