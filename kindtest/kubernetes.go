@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -343,129 +342,6 @@ func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
 // APIServer returns the API server's URL on the host.
 func (c *Cluster) APIServer() string { return c.apiServer }
-
-// waitReady waits until the API server answers ready, every node is Ready,
-// the default service account exists and CoreDNS is ready. On timeout it
-// says which condition failed and what the cluster showed then.
-func (c *Cluster) waitReady(ctx context.Context) error {
-	api, err := newAPIClient(c.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
-	}
-	defer api.close()
-	pending := "API server ready"
-	var detail string
-	start, last := time.Now(), ""
-	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		pending, detail = c.notReady(ctx, api)
-		if pending != last {
-			// Which conditions took how long is what tuning needs.
-			if last != "" {
-				c.log.Printf("kindtest: %s: %s after %v", c.name, last, time.Since(start).Round(time.Millisecond))
-			}
-			last = pending
-		}
-		return pending == "", nil
-	})
-	if err != nil {
-		var b strings.Builder
-		fmt.Fprintf(&b, "cluster %s: not ready: waiting for %s", c.name, pending)
-		if detail != "" {
-			fmt.Fprintf(&b, ": %s", detail)
-		}
-		if d := c.podDiagnostics(api); d != "" {
-			fmt.Fprintf(&b, "\n%s", d)
-		}
-		for _, n := range c.nodes {
-			if d := c.kubeletDiagnostics(n); d != "" {
-				fmt.Fprintf(&b, "\n%s", d)
-			}
-		}
-		return fmt.Errorf("%s: %w", b.String(), err)
-	}
-	return nil
-}
-
-// notReady returns the first readiness condition not yet met, and why, or
-// "" when the cluster is ready.
-func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string) {
-	if err := api.get(ctx, "/readyz", nil); err != nil {
-		return "API server ready", err.Error()
-	}
-	var nodes nodeList
-	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
-		return "nodes Ready", err.Error()
-	}
-	ready := map[string]bool{}
-	for _, item := range nodes.Items {
-		for _, cond := range item.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready[item.Metadata.Name] = true
-			}
-		}
-	}
-	var missing []string
-	for _, n := range c.nodes {
-		if !ready[n.name] {
-			missing = append(missing, n.name)
-		}
-	}
-	if len(missing) > 0 {
-		return "nodes Ready", "not Ready: " + strings.Join(missing, ", ")
-	}
-	if err := api.get(ctx, "/api/v1/namespaces/default/serviceaccounts/default", nil); err != nil {
-		return "default service account", err.Error()
-	}
-	var dns deployment
-	if err := api.get(ctx, "/apis/apps/v1/namespaces/kube-system/deployments/coredns", &dns); err != nil {
-		return "CoreDNS ready", err.Error()
-	}
-	want := 1
-	if dns.Spec.Replicas != nil {
-		want = *dns.Spec.Replicas
-	}
-	if dns.Status.ReadyReplicas < want || dns.Status.UpdatedReplicas < want {
-		return "CoreDNS ready", fmt.Sprintf("%d of %d replicas ready", dns.Status.ReadyReplicas, want)
-	}
-	return "", ""
-}
-
-// podDiagnostics lists the pods that are not ready, with the reasons their
-// containers give.
-func (c *Cluster) podDiagnostics(api *apiClient) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var pods podList
-	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
-		return "pods: " + err.Error()
-	}
-	var lines []string
-	for _, p := range pods.Items {
-		ready := false
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready = true
-			}
-		}
-		if ready || p.Status.Phase == "Succeeded" {
-			continue
-		}
-		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
-		for _, cs := range p.Status.ContainerStatuses {
-			for state, s := range cs.State {
-				if s.Reason != "" || s.Message != "" {
-					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
-				}
-			}
-		}
-		lines = append(lines, "    "+line)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	sort.Strings(lines)
-	return "pods not ready:\n" + strings.Join(lines, "\n")
-}
 
 // Kubectl runs kubectl inside the control-plane node (with several, the
 // first one running) with the admin kubeconfig, so the host needs no

@@ -170,7 +170,7 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, since time.Time) e
 	since = since.Truncate(time.Second)
 	last := "API server not answering"
 	err = poll.Until(ctx, 100*time.Millisecond, time.Second, func() (bool, error) {
-		if err := api.get(ctx, "/readyz", nil); err != nil {
+		if err := apiServerReady(ctx, c, api); err != nil {
 			last = "API server not ready: " + err.Error()
 			return false, nil
 		}
