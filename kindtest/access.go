@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // portMapping publishes nodePort of the control-plane node on hostPort of
@@ -224,7 +225,7 @@ func (c *Cluster) PortForward(ctx context.Context, namespace, target string, rem
 		patience = serviceProbePatience
 	}
 	pctx, pcancel := context.WithTimeout(rctx, patience)
-	err = waitFor(pctx, 100*time.Millisecond, time.Second, probe)
+	err = poll.Until(pctx, 100*time.Millisecond, time.Second, probe)
 	pcancel()
 	if err != nil && refused == "" {
 		return "", nil, fmt.Errorf("port-forward %s: %w", what, err)
@@ -575,7 +576,7 @@ func (c *Cluster) deleteNamespace(name string) error {
 		} `json:"status"`
 	}
 	var last error
-	err = waitFor(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
 		last = api.get(ctx, path, &ns)
 		return isStatus(last, 404), nil
 	})

@@ -75,12 +75,6 @@ type Cluster struct {
 	registryAddr string
 }
 
-// PhaseTiming is how long one phase of cluster creation took.
-type PhaseTiming struct {
-	Phase    string
-	Duration time.Duration
-}
-
 // New creates a cluster and returns once it is ready: every node booted
 // and, unless WithoutKubernetes is given, Kubernetes up with every node and
 // CoreDNS Ready. On failure everything created so far is removed (unless
@@ -277,29 +271,6 @@ func (c *Cluster) Labels() map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// Timings returns how long each phase of creation took.
-func (c *Cluster) Timings() []PhaseTiming {
-	c.timingsMu.Lock()
-	defer c.timingsMu.Unlock()
-	return append([]PhaseTiming(nil), c.timings...)
-}
-
-// phase runs one step of creation, logging and recording its duration.
-func (c *Cluster) phase(name string, fn func() error) error {
-	start := time.Now()
-	err := fn()
-	d := time.Since(start)
-	if err != nil {
-		c.log.Printf("kindtest: %s: %s failed after %v", c.name, name, d.Round(time.Millisecond))
-		return err
-	}
-	c.timingsMu.Lock()
-	c.timings = append(c.timings, PhaseTiming{Phase: name, Duration: d})
-	c.timingsMu.Unlock()
-	c.log.Printf("kindtest: %s: %s done in %v", c.name, name, d.Round(time.Millisecond))
-	return nil
 }
 
 // Delete removes every container, volume and network that carries the

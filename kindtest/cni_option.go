@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // WithoutDefaultCNI leaves the pod network to the test: kindtest writes no
@@ -67,8 +69,9 @@ func (c *Cluster) adjustKubeadmConfig(cfg string) string {
 	return strings.Replace(cfg, allocateNodeCIDRsOff, strings.Replace(allocateNodeCIDRsOff, `"false"`, `"true"`, 1), 1)
 }
 
-// waitAPIServer waits until the API server answers ready, for clusters
-// whose nodes cannot be Ready before the test installs a CNI plugin.
+// waitAPIServer waits for the first readiness condition only, the API
+// server ready, for clusters whose nodes cannot be Ready before the test
+// installs a CNI plugin.
 func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	api, err := newAPIClient(c.kubeconfig)
 	if err != nil {
@@ -76,8 +79,8 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	}
 	defer api.close()
 	var last error
-	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		last = api.get(ctx, "/readyz", nil)
+	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		last = apiServerReady(ctx, c, api)
 		return last == nil, nil
 	})
 	if err != nil {
@@ -89,7 +92,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 
 // WaitReady waits until the cluster is ready as Start leaves it: API
 // server ready, every node Ready, the default service account present and
-// CoreDNS ready. It is for clusters made WithoutDefaultCNI, after the test
+// CoreDNS ready, the conditions of Start's ready phase. It is for clusters made WithoutDefaultCNI, after the test
 // has installed its CNI plugin, and after node restarts. On failure the
 // error says which condition was not met and what the cluster showed.
 func (c *Cluster) WaitReady(ctx context.Context) error {

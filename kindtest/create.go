@@ -9,6 +9,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // apiServerPort is where kube-apiserver listens inside the control plane.
@@ -34,91 +35,6 @@ func (e *NodeError) Error() string {
 
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
-
-// create runs the whole lifecycle. Delete undoes any part of it.
-//
-// Before anything of the cluster exists, clusters left by processes that
-// are gone are swept (once per process) and the cluster is registered with
-// the process's reaper, so that from its first resource on a killed
-// process leaves nothing behind.
-func (c *Cluster) create(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
-	defer cancel()
-	c.newNodes()
-	n := len(c.nodes)
-	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, n, c.cfg.image)
-	start := time.Now()
-
-	_ = c.phase("sweep", func() error { sweepOrphans(); return nil })
-	_ = c.phase("reaper", func() error { c.watch(ctx); return nil })
-	register(c)
-	if err := ctx.Err(); err != nil {
-		return c.wrapCtx(ctx, err)
-	}
-	if err := c.phase("network", func() error {
-		// What the nodes' cgroups look like decides how they are created;
-		// the engine says while the network is being made. Engine objects
-		// are created on a context that is not cancelled mid-request: an
-		// abandoned request is still carried out by the engine, after the
-		// cleanup that should have removed its result.
-		return concurrent.Each(2, func(i int) error {
-			if i == 0 {
-				sctx, cancel := c.settled(ctx)
-				defer cancel()
-				if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
-					return err
-				}
-				return c.place.joinNetwork(sctx, c.docker, c.name)
-			}
-			info, err := c.docker.Info(ctx)
-			for _, n := range c.nodes {
-				n.cgroupV2 = info.CgroupVersion == "2"
-			}
-			return err
-		})
-	}); err != nil {
-		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
-	}
-	if err := c.phase("containers", func() error {
-		return concurrent.Each(n+2, func(i int) error {
-			switch i {
-			case n:
-				return c.startRegistry(ctx) // WithRegistry; nothing otherwise
-			case n + 1:
-				return c.startLoadBalancer(ctx) // WithControlPlanes(>1); nothing otherwise
-			}
-			return c.createNode(ctx, c.nodes[i])
-		})
-	}); err != nil {
-		return c.wrapCtx(ctx, err)
-	}
-	if err := c.phase("provision", func() error {
-		return concurrent.Each(n, func(i int) error {
-			if err := c.writeRegistryHosts(ctx, c.nodes[i]); err != nil {
-				return err
-			}
-			return c.prepareNode(ctx, c.nodes[i])
-		})
-	}); err != nil {
-		return c.wrapCtx(ctx, err)
-	}
-	waitBoot := func(ctx context.Context) error {
-		return c.phase("boot", func() error {
-			return concurrent.Each(n, func(i int) error { return c.bootNode(ctx, c.nodes[i]) })
-		})
-	}
-	var err error
-	if c.cfg.kubernetes {
-		err = c.setupKubernetes(ctx, waitBoot)
-	} else {
-		err = waitBoot(ctx)
-	}
-	if err != nil {
-		return c.wrapCtx(ctx, err)
-	}
-	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
-	return nil
-}
 
 // settled returns a context for requests that create engine objects: not
 // cancelled with ctx, so that a request is never abandoned half-way, but
@@ -146,8 +62,8 @@ func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
 	return err
 }
 
-// createNode creates the node's volume and container, starts it (its
-// entrypoint waits for the boot signal) and provisions it before boot.
+// createNode creates the node's volume and container and starts it: its
+// entrypoint waits for the boot signal, for provisionNode to run first.
 func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	labels := nodeLabels(c.labels, n.role, n.index)
 	varVolume := n.name + "-var"
@@ -211,9 +127,6 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 			c.apiServer = c.place.apiServerURL(c.name, info)
 		}
 		c.ports = info.Ports
-	}
-	if _, err := n.sh(ctx, provisionScript); err != nil {
-		return c.nodeError(n, "provision before boot", err)
 	}
 	return nil
 }
@@ -289,6 +202,7 @@ func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
 	if !c.cfg.kubernetes {
 		return nil
 	}
+	g, ctx := concurrent.WithContext(ctx)
 	steps := []func() error{func() error {
 		if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
 			return c.nodeError(n, "set up node network", err)
@@ -300,7 +214,10 @@ func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
 		// when they join (see joinControlPlane).
 		steps = append(steps, func() error { return c.prepareControlPlane(ctx, n) })
 	}
-	return concurrent.Each(len(steps), func(i int) error { return steps[i]() })
+	for _, step := range steps {
+		g.Go(step)
+	}
+	return g.Wait()
 }
 
 // bootNode sends the boot signal and waits until systemd reports the
@@ -310,7 +227,7 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)
 	}
-	err := waitFor(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		res, err := n.Exec(ctx, "systemctl", "is-system-running")
 		state := strings.TrimSpace(res.Stdout)
 		var ee *ExitError
@@ -335,29 +252,6 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 		return c.nodeError(n, "wait for systemd", err)
 	}
 	return nil
-}
-
-// waitFor polls cond with exponential backoff from min to max until it
-// says done, returns an error, or ctx ends.
-func waitFor(ctx context.Context, min, max time.Duration, cond func() (bool, error)) error {
-	delay := min
-	for {
-		done, err := cond()
-		if err != nil {
-			return err
-		}
-		if done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		if delay *= 2; delay > max {
-			delay = max
-		}
-	}
 }
 
 // nodeError wraps err with what the node can tell about it: the last lines

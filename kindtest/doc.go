@@ -12,17 +12,16 @@
 // SynchronizedBeforeSuite and other callers; Attach gives another process a
 // handle on an existing cluster.
 //
-// A cluster is made in phases, each named in the progress log and in
-// (*Cluster).Timings: sweep (clusters whose owner is gone are removed),
-// reaper (the cluster is registered with the engine's reaper), network,
-// containers, provision (before systemd boots: /sys read-only, cgroups,
-// machine id, pod network, kubeadm's files), boot (systemd), and with
-// Kubernetes init (kubeadm init), kubeconfig, join (workers), ready (every
-// node and CoreDNS Ready; "api server" instead with WithoutDefaultCNI) and
-// late add-ons (the storage provisioner and the NetworkPolicy agent,
-// applied in the background: not waited for). The cgroup and /sys work of provision
-// runs per node as soon as its container starts, so its time is counted
-// under containers.
+// A cluster is made in phases, each named by a Phase constant, in the
+// progress log and in (*Cluster).Timings: sweep (clusters whose owner is
+// gone are removed), reaper (the cluster is registered with the engine's
+// reaper), network, containers, provision (before systemd boots: /sys
+// read-only, cgroups, machine id, registry hosts, pod network, kubeadm's
+// files), boot (systemd), and with Kubernetes init (kubeadm init, beside
+// boot), kubeconfig, join (the other nodes), ready (every node and CoreDNS
+// Ready; "api server" instead with WithoutDefaultCNI) and late add-ons
+// (the storage provisioner and the NetworkPolicy agent, applied in the
+// background: not waited for).
 //
 // # Environment
 //

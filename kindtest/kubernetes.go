@@ -7,11 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // nodeNetworkScript prepares node i's networking before it boots: the
@@ -71,78 +71,6 @@ iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
 %s%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes, bridgeFilter)
 }
 
-// setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm
-// init on the control plane, kubeadm join on the workers in parallel, then
-// waits until the cluster is really ready.
-//
-// kubeadm init starts as soon as the boot signals are sent, while waitBoot
-// waits for systemd on every node: init's first step waits for the API
-// server anyway. A failed boot cancels init and is the error reported.
-func (c *Cluster) setupKubernetes(ctx context.Context, waitBoot func(context.Context) error) error {
-	cp := c.ControlPlane()
-	ictx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var bootErr, initErr error
-	concurrent.Each(2, func(i int) error {
-		if i == 0 {
-			if bootErr = waitBoot(ictx); bootErr != nil {
-				cancel()
-			}
-		} else {
-			initErr = c.phase("init", func() error { return c.kubeadmInit(ictx, cp) })
-		}
-		return nil
-	})
-	if bootErr != nil {
-		return bootErr
-	}
-	if initErr != nil {
-		return initErr
-	}
-	if err := c.phase("kubeconfig", func() error { return c.fetchKubeconfig(ctx) }); err != nil {
-		return err
-	}
-	if len(c.nodes) > 1 {
-		if err := c.phase("join", func() error {
-			// kubeadm join retries discovery only every 5 s: start it once
-			// the controller-manager has signed cluster-info for the token.
-			if err := c.waitClusterInfoSigned(ctx); err != nil {
-				return err
-			}
-			// Workers join side by side; control planes one after the
-			// other, beside them: each adds an etcd member, and etcd
-			// takes one new member at a time.
-			workers, cps := c.Workers(), c.ControlPlanes()[1:]
-			return concurrent.Each(len(workers)+1, func(i int) error {
-				if i == len(workers) {
-					for _, n := range cps {
-						if err := c.joinControlPlane(ctx, n); err != nil {
-							return err
-						}
-					}
-					return nil
-				}
-				n := workers[i]
-				return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
-			})
-		}); err != nil {
-			return err
-		}
-	}
-	if c.cfg.noDefaultCNI {
-		// The user's CNI makes the nodes Ready; WaitReady waits for it.
-		if err := c.phase("api server", func() error { return c.waitAPIServer(ctx) }); err != nil {
-			return err
-		}
-	} else if err := c.phase("ready", func() error { return c.waitReady(ctx) }); err != nil {
-		return err
-	}
-	if c.cfg.withoutStorage && !c.cfg.networkPolicyEnforced() {
-		return nil
-	}
-	return c.phase("late add-ons", func() error { return c.startLateAddons(ctx) })
-}
-
 // waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
 // bootstrap token's signature, which workers' discovery checks.
 func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
@@ -153,7 +81,7 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 	defer api.close()
 	key := "jws-kubeconfig-" + strings.SplitN(c.token, ".", 2)[0]
 	var last error
-	err = waitFor(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
 		var cm struct {
 			Data map[string]string `json:"data"`
 		}
@@ -223,7 +151,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	// kubeadm's own manifests, CoreDNS's fitted to a test cluster. The
 	// three kubeadm runs are independent.
 	var proxy, dns string
-	err := concurrent.Each(3, func(i int) error {
+	err := concurrent.All(ctx, 3, func(ctx context.Context, i int) error {
 		switch i {
 		case 0:
 			// kubelet-start cannot restart the kubelet before systemd
@@ -414,129 +342,6 @@ func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
 // APIServer returns the API server's URL on the host.
 func (c *Cluster) APIServer() string { return c.apiServer }
-
-// waitReady waits until the API server answers ready, every node is Ready,
-// the default service account exists and CoreDNS is ready. On timeout it
-// says which condition failed and what the cluster showed then.
-func (c *Cluster) waitReady(ctx context.Context) error {
-	api, err := newAPIClient(c.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
-	}
-	defer api.close()
-	pending := "API server ready"
-	var detail string
-	start, last := time.Now(), ""
-	err = waitFor(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		pending, detail = c.notReady(ctx, api)
-		if pending != last {
-			// Which conditions took how long is what tuning needs.
-			if last != "" {
-				c.log.Printf("kindtest: %s: %s after %v", c.name, last, time.Since(start).Round(time.Millisecond))
-			}
-			last = pending
-		}
-		return pending == "", nil
-	})
-	if err != nil {
-		var b strings.Builder
-		fmt.Fprintf(&b, "cluster %s: not ready: waiting for %s", c.name, pending)
-		if detail != "" {
-			fmt.Fprintf(&b, ": %s", detail)
-		}
-		if d := c.podDiagnostics(api); d != "" {
-			fmt.Fprintf(&b, "\n%s", d)
-		}
-		for _, n := range c.nodes {
-			if d := c.kubeletDiagnostics(n); d != "" {
-				fmt.Fprintf(&b, "\n%s", d)
-			}
-		}
-		return fmt.Errorf("%s: %w", b.String(), err)
-	}
-	return nil
-}
-
-// notReady returns the first readiness condition not yet met, and why, or
-// "" when the cluster is ready.
-func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string) {
-	if err := api.get(ctx, "/readyz", nil); err != nil {
-		return "API server ready", err.Error()
-	}
-	var nodes nodeList
-	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
-		return "nodes Ready", err.Error()
-	}
-	ready := map[string]bool{}
-	for _, item := range nodes.Items {
-		for _, cond := range item.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready[item.Metadata.Name] = true
-			}
-		}
-	}
-	var missing []string
-	for _, n := range c.nodes {
-		if !ready[n.name] {
-			missing = append(missing, n.name)
-		}
-	}
-	if len(missing) > 0 {
-		return "nodes Ready", "not Ready: " + strings.Join(missing, ", ")
-	}
-	if err := api.get(ctx, "/api/v1/namespaces/default/serviceaccounts/default", nil); err != nil {
-		return "default service account", err.Error()
-	}
-	var dns deployment
-	if err := api.get(ctx, "/apis/apps/v1/namespaces/kube-system/deployments/coredns", &dns); err != nil {
-		return "CoreDNS ready", err.Error()
-	}
-	want := 1
-	if dns.Spec.Replicas != nil {
-		want = *dns.Spec.Replicas
-	}
-	if dns.Status.ReadyReplicas < want || dns.Status.UpdatedReplicas < want {
-		return "CoreDNS ready", fmt.Sprintf("%d of %d replicas ready", dns.Status.ReadyReplicas, want)
-	}
-	return "", ""
-}
-
-// podDiagnostics lists the pods that are not ready, with the reasons their
-// containers give.
-func (c *Cluster) podDiagnostics(api *apiClient) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var pods podList
-	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
-		return "pods: " + err.Error()
-	}
-	var lines []string
-	for _, p := range pods.Items {
-		ready := false
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready = true
-			}
-		}
-		if ready || p.Status.Phase == "Succeeded" {
-			continue
-		}
-		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
-		for _, cs := range p.Status.ContainerStatuses {
-			for state, s := range cs.State {
-				if s.Reason != "" || s.Message != "" {
-					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
-				}
-			}
-		}
-		lines = append(lines, "    "+line)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	sort.Strings(lines)
-	return "pods not ready:\n" + strings.Join(lines, "\n")
-}
 
 // Kubectl runs kubectl inside the control-plane node (with several, the
 // first one running) with the admin kubeconfig, so the host needs no

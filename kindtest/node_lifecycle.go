@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // haltSignal makes systemd, the node's PID 1, shut the node down cleanly.
@@ -35,7 +37,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeStopGrace)
 	defer cancel()
-	_ = waitFor(wctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	_ = poll.Until(wctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		info, err := n.docker.InspectContainer(wctx, n.id)
 		return err == nil && !info.Running, nil
 	})
@@ -167,8 +169,8 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, since time.Time) e
 	// The API server's times have a resolution of a second.
 	since = since.Truncate(time.Second)
 	last := "API server not answering"
-	err = waitFor(ctx, 100*time.Millisecond, time.Second, func() (bool, error) {
-		if err := api.get(ctx, "/readyz", nil); err != nil {
+	err = poll.Until(ctx, 100*time.Millisecond, time.Second, func() (bool, error) {
+		if err := apiServerReady(ctx, c, api); err != nil {
 			last = "API server not ready: " + err.Error()
 			return false, nil
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/lifetime"
+	"github.com/kindtest/kindtest/internal/poll"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
 
@@ -100,7 +101,7 @@ func connectToReaper() (*watchdog, error) {
 	// Another process may be starting the reaper, or it may be exiting
 	// after its idle time: try again until one answers.
 	var last error
-	err = waitFor(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
 		w, err := attemptReaper(ctx, dc, site)
 		if err != nil {
 			var stale *staleReaperError
@@ -212,7 +213,7 @@ func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id s
 	defer cancel()
 	var w *watchdog
 	var last error
-	err = waitFor(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
 		gone := func() bool {
 			info, err := dc.InspectContainer(ctx, id)
 			return err != nil || !info.Running

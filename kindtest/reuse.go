@@ -162,7 +162,8 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// checkReady fails unless the cluster passes every readiness condition now.
+// checkReady fails unless the cluster meets every readiness condition now
+// (see readiness).
 func (c *Cluster) checkReady(ctx context.Context) error {
 	api, err := newAPIClient(c.kubeconfig)
 	if err != nil {

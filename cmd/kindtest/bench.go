@@ -118,19 +118,19 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 
 // benchRun is one cluster created, measured and deleted: one JSON line.
 type benchRun struct {
-	Time     time.Time          `json:"time"`
-	Workers  int                `json:"workers"`
-	Run      int                `json:"run"`
-	Parallel int                `json:"parallel"`
-	Load     string             `json:"load_average"`
-	Cluster  string             `json:"cluster"`
-	PhasesMS map[string]float64 `json:"phases_ms"`
+	Time     time.Time                  `json:"time"`
+	Workers  int                        `json:"workers"`
+	Run      int                        `json:"run"`
+	Parallel int                        `json:"parallel"`
+	Load     string                     `json:"load_average"`
+	Cluster  string                     `json:"cluster"`
+	PhasesMS map[kindtest.Phase]float64 `json:"phases_ms"`
 	// Order keeps the phases in the order they ran; PhasesMS is a map.
-	Order     []string `json:"phase_order"`
-	ReadyMS   float64  `json:"ready_ms"`
-	LoadMS    float64  `json:"load_image_ms,omitempty"`
-	DeleteMS  float64  `json:"delete_ms"`
-	MemoryMiB uint64   `json:"memory_mib,omitempty"`
+	Order     []kindtest.Phase `json:"phase_order"`
+	ReadyMS   float64          `json:"ready_ms"`
+	LoadMS    float64          `json:"load_image_ms,omitempty"`
+	DeleteMS  float64          `json:"delete_ms"`
+	MemoryMiB uint64           `json:"memory_mib,omitempty"`
 	// LogsDir holds the cluster's logs when it was slower than
 	// -logs-slower-than.
 	LogsDir string `json:"logs_dir,omitempty"`
@@ -167,7 +167,7 @@ func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 		}
 		r.LogsDir = path
 	}
-	r.PhasesMS = map[string]float64{}
+	r.PhasesMS = map[kindtest.Phase]float64{}
 	for _, p := range c.Timings() {
 		r.PhasesMS[p.Phase] = ms(p.Duration)
 		r.Order = append(r.Order, p.Phase)
@@ -200,7 +200,8 @@ func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 	return nil
 }
 
-// benchStats gathers the runs of one size.
+// benchStats gathers the runs of one size: a row per phase, by its name,
+// then rows of bench's own measures.
 type benchStats struct {
 	mu     sync.Mutex
 	order  []string
@@ -218,7 +219,7 @@ func (s *benchStats) add(r benchRun) {
 		s.phases[phase] = append(s.phases[phase], time.Duration(v*float64(time.Millisecond)))
 	}
 	for _, p := range r.Order {
-		put(p, r.PhasesMS[p])
+		put(string(p), r.PhasesMS[p])
 	}
 	put("total: New to Ready", r.ReadyMS)
 	if r.LoadMS > 0 {

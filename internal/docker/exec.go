@@ -11,6 +11,8 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // ExecOptions are the streams and environment of an exec. Nil writers
@@ -90,24 +92,26 @@ func (c *Client) Exec(ctx context.Context, id string, cmd []string, opts ExecOpt
 	}
 
 	// The stream ends a moment before the engine records the exit code.
-	delay := time.Millisecond
-	for {
-		info, err := c.api.ContainerExecInspect(ctx, created.ID)
-		if err != nil {
-			return -1, fmt.Errorf("inspect exec in container %s: %w", id, err)
-		}
-		if !info.Running {
-			return info.ExitCode, nil
-		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return -1, ctx.Err()
-		}
-		if delay < 100*time.Millisecond {
-			delay *= 2
-		}
+	code, err := c.execExitCode(ctx, id, created.ID)
+	if err != nil {
+		return -1, err
 	}
+	return code, nil
+}
+
+// execExitCode waits until the engine has recorded the exit code of exec
+// execID in container id, and returns it.
+func (c *Client) execExitCode(ctx context.Context, id, execID string) (int, error) {
+	code := -1
+	err := poll.Until(ctx, time.Millisecond, 128*time.Millisecond, func() (bool, error) {
+		info, err := c.api.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return false, fmt.Errorf("inspect exec in container %s: %w", id, err)
+		}
+		code = info.ExitCode
+		return !info.Running, nil
+	})
+	return code, err
 }
 
 // ExecConn is a running exec whose standard input and output are one
@@ -184,24 +188,11 @@ func (e *ExecConn) Wait(ctx context.Context) (int, string, error) {
 	if e.demuxErr != nil {
 		return -1, e.stderr.String(), fmt.Errorf("read exec output in container %s: %w", e.id, e.demuxErr)
 	}
-	delay := time.Millisecond
-	for {
-		info, err := e.c.api.ContainerExecInspect(ctx, e.execID)
-		if err != nil {
-			return -1, e.stderr.String(), fmt.Errorf("inspect exec in container %s: %w", e.id, err)
-		}
-		if !info.Running {
-			return info.ExitCode, e.stderr.String(), nil
-		}
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return -1, e.stderr.String(), ctx.Err()
-		}
-		if delay < 100*time.Millisecond {
-			delay *= 2
-		}
+	code, err := e.c.execExitCode(ctx, e.id, e.execID)
+	if err != nil {
+		return -1, e.stderr.String(), err
 	}
+	return code, e.stderr.String(), nil
 }
 
 // tailBuffer keeps the last max bytes written to it.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // RemoveLabelled removes the containers, then the volumes, then the
@@ -30,22 +31,19 @@ func (c *Client) RemoveLabelled(ctx context.Context, labels map[string]string) e
 	if err := checkSelector(labels); err != nil {
 		return err
 	}
-	delay := 50 * time.Millisecond
-	for {
-		n, err := c.removeRound(ctx, labels)
-		if n == 0 && err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err == nil {
-				err = fmt.Errorf("%d object(s) still there", n)
-			}
-			return fmt.Errorf("remove objects labelled %s: %w (%w)", selectorString(labels), ctx.Err(), err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, time.Second)
+	var n int
+	var last error
+	err := poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+		n, last = c.removeRound(ctx, labels)
+		return n == 0 && last == nil, nil
+	})
+	if err == nil {
+		return nil
 	}
+	if last == nil {
+		last = fmt.Errorf("%d object(s) still there", n)
+	}
+	return fmt.Errorf("remove objects labelled %s: %w (%w)", selectorString(labels), err, last)
 }
 
 // removeRound lists and removes what carries the labels once, returning how

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // A second engine for the engine matrix: Debian trixie's docker.io (Docker
@@ -180,20 +181,26 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 // container has stopped.
 func waitEngine(ctx context.Context, host *docker.Client, id, sock string) (*docker.Client, error) {
 	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var c *docker.Client
+	err := poll.Until(ctx, 300*time.Millisecond, 300*time.Millisecond, func() (bool, error) {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		c, err := docker.NewHost(pctx, sock)
+		var err error
+		c, err = docker.NewHost(pctx, sock)
 		cancel()
 		if err == nil {
-			return c, nil
+			return true, nil
 		}
 		info, ierr := host.InspectContainer(ctx, id)
 		if ierr != nil || !info.Running || time.Now().After(deadline) {
 			logs, _ := host.ContainerLogs(context.WithoutCancel(ctx), id, 30)
-			return nil, fmt.Errorf("test engine did not answer at %s (%v); its last output:\n%s", sock, err, logs)
+			return false, fmt.Errorf("test engine did not answer at %s (%v); its last output:\n%s", sock, err, logs)
 		}
-		time.Sleep(300 * time.Millisecond)
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return c, nil
 }
 
 // copyImages streams `docker save` from one engine into `docker load` of

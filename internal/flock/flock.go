@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // Lock is a held lock; Unlock (or the process's end) releases it.
@@ -50,21 +52,23 @@ func TryLock(path string) (l *Lock, held bool, err error) {
 // Wait takes the lock on path, waiting while another holder has it until
 // ctx ends. waiting, if not nil, is called once when Wait has to wait.
 func Wait(ctx context.Context, path string, waiting func()) (*Lock, error) {
-	for {
-		l, held, err := TryLock(path)
-		if err != nil || held {
-			return l, err
+	var l *Lock
+	var lockErr error
+	err := poll.Until(ctx, 200*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
+		var held bool
+		if l, held, lockErr = TryLock(path); lockErr != nil || held {
+			return true, nil
 		}
 		if waiting != nil {
 			waiting()
 			waiting = nil
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
+	return l, lockErr
 }
 
 func open(path string) (*os.File, error) {

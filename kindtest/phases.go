@@ -1,0 +1,285 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/concurrent"
+)
+
+// Phase names one phase of cluster creation. The same name is in the
+// progress log ("kindtest: NAME: boot done in 1.2s"), in Timings and in
+// `kindtest bench`.
+type Phase string
+
+// The phases of creation, in the order they run. Every cluster goes
+// through sweep to boot; with Kubernetes (the default) init runs beside
+// boot, then the rest follow.
+const (
+	// PhaseSweep starts, once per process and in the background, the
+	// removal of clusters whose owner is gone.
+	PhaseSweep Phase = "sweep"
+	// PhaseReaper registers the cluster with the engine's reaper (started
+	// if none runs), before anything of the cluster exists.
+	PhaseReaper Phase = "reaper"
+	// PhaseNetwork creates the cluster's network.
+	PhaseNetwork Phase = "network"
+	// PhaseContainers creates and starts the node containers (their
+	// entrypoint waits for the boot signal), the registry and the load
+	// balancer.
+	PhaseContainers Phase = "containers"
+	// PhaseProvision prepares every node before systemd starts: /sys
+	// read-only, cgroups, shared mounts, machine id, registry hosts, pod
+	// network and DNS, and on the control plane kubeadm's files and the
+	// add-on manifests.
+	PhaseProvision Phase = "provision"
+	// PhaseBoot sends the boot signal and waits until systemd runs on
+	// every node.
+	PhaseBoot Phase = "boot"
+	// PhaseInit runs kubeadm init on the first control plane, beside boot.
+	PhaseInit Phase = "init"
+	// PhaseKubeconfig fetches the admin kubeconfig and points it at the
+	// API server's published address.
+	PhaseKubeconfig Phase = "kubeconfig"
+	// PhaseJoin joins the workers and the other control planes; clusters
+	// of one node skip it.
+	PhaseJoin Phase = "join"
+	// PhaseReady waits until the cluster is ready (see WaitReady).
+	PhaseReady Phase = "ready"
+	// PhaseAPIServer replaces PhaseReady WithoutDefaultCNI: it waits only
+	// for the API server, the nodes waiting for the test's CNI plugin.
+	PhaseAPIServer Phase = "api server"
+	// PhaseLateAddons starts applying the storage provisioner and the
+	// NetworkPolicy agent in the background; nothing waits for them.
+	PhaseLateAddons Phase = "late add-ons"
+)
+
+// PhaseTiming is how long one phase of cluster creation took.
+type PhaseTiming struct {
+	Phase    Phase
+	Duration time.Duration
+}
+
+// Timings returns how long each phase of creation took, in the order the
+// phases ended.
+func (c *Cluster) Timings() []PhaseTiming {
+	c.timingsMu.Lock()
+	defer c.timingsMu.Unlock()
+	return append([]PhaseTiming(nil), c.timings...)
+}
+
+// phase runs one phase of creation, logging and recording its duration.
+func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) error) error {
+	start := time.Now()
+	err := fn(ctx)
+	d := time.Since(start)
+	if err != nil {
+		c.log.Printf("kindtest: %s: %s failed after %v", c.name, p, d.Round(time.Millisecond))
+		return err
+	}
+	c.timingsMu.Lock()
+	c.timings = append(c.timings, PhaseTiming{Phase: p, Duration: d})
+	c.timingsMu.Unlock()
+	c.log.Printf("kindtest: %s: %s done in %v", c.name, p, d.Round(time.Millisecond))
+	return nil
+}
+
+// create runs the whole lifecycle, phase by phase. Delete undoes any part
+// of it.
+//
+// Before anything of the cluster exists, clusters left by processes that
+// are gone are swept (once per process) and the cluster is registered with
+// the process's reaper, so that from its first resource on a killed
+// process leaves nothing behind.
+func (c *Cluster) create(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
+	defer cancel()
+	c.newNodes()
+	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, len(c.nodes), c.cfg.image)
+	start := time.Now()
+
+	_ = c.phase(ctx, PhaseSweep, c.sweep)
+	_ = c.phase(ctx, PhaseReaper, c.registerWithReaper)
+	if err := ctx.Err(); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	if err := c.phase(ctx, PhaseNetwork, c.createNetwork); err != nil {
+		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
+	}
+	if err := c.phase(ctx, PhaseContainers, c.createContainers); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	if err := c.phase(ctx, PhaseProvision, c.provision); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	if !c.cfg.kubernetes {
+		if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
+			return c.wrapCtx(ctx, err)
+		}
+	} else if err := c.setupKubernetes(ctx); err != nil {
+		return c.wrapCtx(ctx, err)
+	}
+	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// setupKubernetes runs the phases that turn provisioned nodes into a
+// Kubernetes cluster, boot and init side by side, and waits until it is
+// really ready.
+func (c *Cluster) setupKubernetes(ctx context.Context) error {
+	if err := c.bootAndInit(ctx); err != nil {
+		return err
+	}
+	if err := c.phase(ctx, PhaseKubeconfig, c.fetchKubeconfig); err != nil {
+		return err
+	}
+	if len(c.nodes) > 1 {
+		if err := c.phase(ctx, PhaseJoin, c.join); err != nil {
+			return err
+		}
+	}
+	if c.cfg.noDefaultCNI {
+		// The user's CNI makes the nodes Ready; WaitReady waits for it.
+		if err := c.phase(ctx, PhaseAPIServer, c.waitAPIServer); err != nil {
+			return err
+		}
+	} else if err := c.phase(ctx, PhaseReady, c.waitReady); err != nil {
+		return err
+	}
+	if c.cfg.withoutStorage && !c.cfg.networkPolicyEnforced() {
+		return nil
+	}
+	return c.phase(ctx, PhaseLateAddons, c.startLateAddons)
+}
+
+// sweep is the sweep phase: it starts the removal of orphaned clusters and
+// returns at once (see sweepOrphans).
+func (c *Cluster) sweep(context.Context) error {
+	sweepOrphans()
+	return nil
+}
+
+// registerWithReaper is the reaper phase: the cluster is registered with
+// the process's reaper (see watch), then with the process's own list of
+// live clusters, for signals and the test binary's deadline. Without a
+// reaper creation goes on, as watch logs.
+func (c *Cluster) registerWithReaper(ctx context.Context) error {
+	c.watch(ctx)
+	register(c)
+	return nil
+}
+
+// createNetwork is the network phase. What the nodes' cgroups look like
+// decides how they are created; the engine says while the network is
+// being made. Engine objects are created on a context that is not
+// cancelled mid-request (see settled): an abandoned request is still
+// carried out by the engine, after the cleanup that should have removed
+// its result.
+func (c *Cluster) createNetwork(ctx context.Context) error {
+	g, ctx := concurrent.WithContext(ctx)
+	g.Go(func() error {
+		sctx, cancel := c.settled(ctx)
+		defer cancel()
+		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+			return err
+		}
+		return c.place.joinNetwork(sctx, c.docker, c.name)
+	})
+	g.Go(func() error {
+		info, err := c.docker.Info(ctx)
+		for _, n := range c.nodes {
+			n.cgroupV2 = info.CgroupVersion == "2"
+		}
+		return err
+	})
+	return g.Wait()
+}
+
+// createContainers is the containers phase: every node's volume and
+// container (see createNode), the registry (WithRegistry) and the load
+// balancer (WithControlPlanes(>1)), side by side; the first failure stops
+// the rest.
+func (c *Cluster) createContainers(ctx context.Context) error {
+	g, ctx := concurrent.WithContext(ctx)
+	for _, n := range c.nodes {
+		g.Go(func() error { return c.createNode(ctx, n) })
+	}
+	g.Go(func() error { return c.startRegistry(ctx) })     // WithRegistry; nothing otherwise
+	g.Go(func() error { return c.startLoadBalancer(ctx) }) // WithControlPlanes(>1); nothing otherwise
+	return g.Wait()
+}
+
+// provision is the provision phase: every node is prepared for boot, side
+// by side (see provisionNode); the first failure stops the rest.
+func (c *Cluster) provision(ctx context.Context) error {
+	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.provisionNode(ctx, c.nodes[i]) })
+}
+
+// provisionNode prepares node n before systemd starts, in the order the
+// steps must run: the node itself (the provision script: read-only /sys,
+// cgroups, shared mounts, machine id), containerd's registry hosts, then
+// its pod network and DNS and, on the control plane, kubeadm's files (see
+// prepareNode).
+func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
+	if _, err := n.sh(ctx, provisionScript); err != nil {
+		return c.nodeError(n, "provision before boot", err)
+	}
+	if err := c.writeRegistryHosts(ctx, n); err != nil {
+		return err
+	}
+	return c.prepareNode(ctx, n)
+}
+
+// boot is the boot phase: every node is booted side by side (see
+// bootNode); the first failure stops the rest.
+func (c *Cluster) boot(ctx context.Context) error {
+	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.bootNode(ctx, c.nodes[i]) })
+}
+
+// bootAndInit runs the boot phase and the init phase side by side: kubeadm
+// init starts as soon as the boot signals are sent, while boot waits for
+// systemd on every node, since init's first step waits for the API
+// server anyway. A failed boot cancels init and is the error reported; a
+// failed init lets boot finish, whose failure would say more.
+func (c *Cluster) bootAndInit(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	initErr := make(chan error, 1)
+	go func() {
+		initErr <- c.phase(ctx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
+	}()
+	if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
+		cancel()
+		<-initErr
+		return err
+	}
+	return <-initErr
+}
+
+// join is the join phase: the other nodes join the cluster. kubeadm join
+// retries discovery only every 5 s, so it starts once the
+// controller-manager has signed cluster-info for the token. Workers join
+// side by side; control planes one after the other, beside them: each
+// adds an etcd member, and etcd takes one new member at a time. The first
+// failure stops the rest.
+func (c *Cluster) join(ctx context.Context) error {
+	if err := c.waitClusterInfoSigned(ctx); err != nil {
+		return err
+	}
+	g, ctx := concurrent.WithContext(ctx)
+	for _, n := range c.Workers() {
+		g.Go(func() error {
+			return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+		})
+	}
+	g.Go(func() error {
+		for _, n := range c.ControlPlanes()[1:] {
+			if err := c.joinControlPlane(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}

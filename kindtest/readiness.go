@@ -1,0 +1,174 @@
+package kindtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
+)
+
+// readinessCondition is one named condition of a ready cluster: met when
+// check returns nil, else check's error says what the cluster shows.
+type readinessCondition struct {
+	name  string
+	check func(ctx context.Context, c *Cluster, api *apiClient) error
+}
+
+// readiness is what ready means for a cluster as Start leaves it, in the
+// order the conditions are waited for. The ready phase of creation
+// (waitReady), WaitReady and reuse's check of a kept cluster (checkReady)
+// all go by it; the names are those the log and errors show.
+var readiness = []readinessCondition{
+	{"API server ready", apiServerReady},
+	{"nodes Ready", nodesReady},
+	{"default service account", defaultServiceAccount},
+	{"CoreDNS ready", coreDNSReady},
+}
+
+// apiServerReady is met once the API server answers its readiness check.
+func apiServerReady(ctx context.Context, _ *Cluster, api *apiClient) error {
+	return api.get(ctx, "/readyz", nil)
+}
+
+// nodesReady is met once every node of the cluster reports Ready.
+func nodesReady(ctx context.Context, c *Cluster, api *apiClient) error {
+	var nodes nodeList
+	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
+		return err
+	}
+	ready := map[string]bool{}
+	for _, item := range nodes.Items {
+		for _, cond := range item.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				ready[item.Metadata.Name] = true
+			}
+		}
+	}
+	var missing []string
+	for _, n := range c.nodes {
+		if !ready[n.name] {
+			missing = append(missing, n.name)
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("not Ready: " + strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// defaultServiceAccount is met once the default namespace's service
+// account exists: pods there cannot be created before.
+func defaultServiceAccount(ctx context.Context, _ *Cluster, api *apiClient) error {
+	return api.get(ctx, "/api/v1/namespaces/default/serviceaccounts/default", nil)
+}
+
+// coreDNSReady is met once every replica CoreDNS wants is updated and
+// ready.
+func coreDNSReady(ctx context.Context, _ *Cluster, api *apiClient) error {
+	var dns deployment
+	if err := api.get(ctx, "/apis/apps/v1/namespaces/kube-system/deployments/coredns", &dns); err != nil {
+		return err
+	}
+	want := 1
+	if dns.Spec.Replicas != nil {
+		want = *dns.Spec.Replicas
+	}
+	if dns.Status.ReadyReplicas < want || dns.Status.UpdatedReplicas < want {
+		return fmt.Errorf("%d of %d replicas ready", dns.Status.ReadyReplicas, want)
+	}
+	return nil
+}
+
+// notReady returns the name of the first readiness condition not yet met,
+// and why, or "" when the cluster is ready.
+func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string) {
+	for _, cond := range readiness {
+		if err := cond.check(ctx, c, api); err != nil {
+			return cond.name, err.Error()
+		}
+	}
+	return "", ""
+}
+
+// waitReady waits until every readiness condition is met, logging how long
+// each took: the ready phase of creation, and WaitReady. On timeout it
+// says which condition failed and what the cluster showed then.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.name, err)
+	}
+	defer api.close()
+	pending := readiness[0].name
+	var detail string
+	start, last := time.Now(), ""
+	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		pending, detail = c.notReady(ctx, api)
+		if pending != last {
+			// Which conditions took how long is what tuning needs.
+			if last != "" {
+				c.log.Printf("kindtest: %s: %s after %v", c.name, last, time.Since(start).Round(time.Millisecond))
+			}
+			last = pending
+		}
+		return pending == "", nil
+	})
+	if err != nil {
+		var b strings.Builder
+		fmt.Fprintf(&b, "cluster %s: not ready: waiting for %s", c.name, pending)
+		if detail != "" {
+			fmt.Fprintf(&b, ": %s", detail)
+		}
+		if d := c.podDiagnostics(api); d != "" {
+			fmt.Fprintf(&b, "\n%s", d)
+		}
+		for _, n := range c.nodes {
+			if d := c.kubeletDiagnostics(n); d != "" {
+				fmt.Fprintf(&b, "\n%s", d)
+			}
+		}
+		return fmt.Errorf("%s: %w", b.String(), err)
+	}
+	return nil
+}
+
+// podDiagnostics lists the pods that are not ready, with the reasons their
+// containers give.
+func (c *Cluster) podDiagnostics(api *apiClient) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var pods podList
+	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
+		return "pods: " + err.Error()
+	}
+	var lines []string
+	for _, p := range pods.Items {
+		ready := false
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				ready = true
+			}
+		}
+		if ready || p.Status.Phase == "Succeeded" {
+			continue
+		}
+		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			for state, s := range cs.State {
+				if s.Reason != "" || s.Message != "" {
+					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
+				}
+			}
+		}
+		lines = append(lines, "    "+line)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	sort.Strings(lines)
+	return "pods not ready:\n" + strings.Join(lines, "\n")
+}
