@@ -219,29 +219,3 @@ func bootstrapArgs(args []arg) []bootstrap.Arg {
 	}
 	return out
 }
-
-// cniConfig is node i's pod network: a bridge on the node's own /24.
-// Routes to the other nodes' ranges are added by kindtest; masquerading of
-// traffic leaving the pod network is one iptables rule per node.
-func cniConfig(i int) string {
-	return fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kindtest",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "kt0",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, nodePodSubnet(i))
-}

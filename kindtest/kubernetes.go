@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
@@ -64,11 +66,11 @@ func podNetworkScript(c *Cluster, n *Node, routes string) string {
 		// it, policies still hold between nodes.
 		bridgeFilter = "if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1; fi\n"
 	}
-	return fmt.Sprintf(`mkdir -p /etc/cni/net.d
-cat > /etc/cni/net.d/10-kindtest.conflist <<'CNI'
+	return fmt.Sprintf(`mkdir -p %s
+cat > %s <<'CNI'
 %sCNI
 iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
-%s%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes, bridgeFilter)
+%s%s`, path.Dir(bootstrap.CNIConfigPath), bootstrap.CNIConfigPath, bootstrap.CNIConfig(nodePodSubnet(n.index)), nodePodSubnet(n.index), podSubnet, routes, bridgeFilter)
 }
 
 // setupKubernetes turns booted nodes into a Kubernetes cluster: kubeadm

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // haltSignal makes systemd, the node's PID 1, shut the node down cleanly.
@@ -195,13 +197,10 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, since time.Time) e
 	return nil
 }
 
-// kindtestCNIConfig is the file of kindtest's own pod network on a node.
-const kindtestCNIConfig = "/etc/cni/net.d/10-kindtest.conflist"
-
 // attachedWithoutDefaultCNI tells, for Attach, whether the cluster was
 // made WithoutDefaultCNI: its control plane has no kindtest pod network.
 func (c *Cluster) attachedWithoutDefaultCNI(ctx context.Context) bool {
-	_, err := c.ControlPlane().run(ctx, "test", "-f", kindtestCNIConfig)
+	_, err := c.ControlPlane().run(ctx, "test", "-f", bootstrap.CNIConfigPath)
 	var ee *ExitError
 	return errors.As(err, &ee)
 }

@@ -90,3 +90,23 @@ func TestMerge(t *testing.T) {
 		t.Error("a mapping of src is shared with dst")
 	}
 }
+
+func TestCNIConfigGolden(t *testing.T) {
+	got := CNIConfig("10.244.3.0/24")
+	golden(t, "cni.golden", got)
+	var list struct {
+		CNIVersion string
+		Plugins    []struct {
+			Type string
+			IPAM struct {
+				Ranges [][]struct{ Subnet string }
+			}
+		}
+	}
+	if err := json.Unmarshal(got, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Plugins) != 2 || list.Plugins[0].Type != "bridge" || list.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.244.3.0/24" || list.Plugins[1].Type != "portmap" {
+		t.Errorf("want a bridge on 10.244.3.0/24, then portmap:\n%s", got)
+	}
+}
