@@ -2,11 +2,9 @@ package kindtest
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/images"
@@ -109,59 +107,6 @@ const (
 	addonsManifest = "/etc/kindtest/addons.yaml"
 	addonsLog      = "/etc/kindtest/addons.log"
 )
-
-// fitCoreDNS adjusts the CoreDNS manifests kubeadm prints to a test
-// cluster: one replica per node up to two, and a readiness probe every
-// second instead of every ten (the first probe of a pod on a freshly started
-// kubelet comes at a random point within the period, which alone could cost
-// ten seconds). CoreDNS reaches the API server at its node address rather
-// than through the kubernetes Service, so that it is ready without waiting
-// for kube-proxy to program that Service. The Deployment goes last, after the service account its
-// pods need, so that no pod creation fails and waits for a retry.
-func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (string, error) {
-	var docs []string
-	deployment := ""
-	for _, doc := range strings.Split(manifest, "\n---\n") {
-		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---\n")
-		if doc == "" {
-			continue
-		}
-		if !strings.Contains(doc, "\nkind: Deployment\n") {
-			docs = append(docs, doc)
-			continue
-		}
-		lines := strings.Split(doc, "\n")
-		var out []string
-		var replaced, probed bool
-		for _, l := range lines {
-			switch {
-			case strings.HasPrefix(l, "  replicas: "):
-				l = fmt.Sprintf("  replicas: %d", replicas)
-				replaced = true
-			case strings.TrimSpace(l) == "readinessProbe:":
-				indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
-				out = append(out,
-					indent+"env:",
-					indent+"- name: KUBERNETES_SERVICE_HOST",
-					indent+"  value: "+apiHost,
-					indent+"- name: KUBERNETES_SERVICE_PORT",
-					fmt.Sprintf("%s  value: \"%d\"", indent, apiPort),
-					l)
-				l = indent + "  periodSeconds: 1"
-				probed = true
-			}
-			out = append(out, l)
-		}
-		if !replaced || !probed {
-			return "", errors.New("kubeadm's CoreDNS Deployment has no replicas or readinessProbe line to adjust")
-		}
-		deployment = strings.Join(out, "\n")
-	}
-	if deployment == "" {
-		return "", errors.New("kubeadm's CoreDNS manifests have no Deployment")
-	}
-	return strings.Join(append(docs, deployment), "\n---\n") + "\n", nil
-}
 
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
 // control plane after the first, joining through endpoint (the first

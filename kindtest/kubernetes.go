@@ -246,7 +246,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return err
 	}
-	dns, err = fitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
+	dns, err = bootstrap.FitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}

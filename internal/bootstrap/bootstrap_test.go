@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,94 @@ func TestCNIConfigGolden(t *testing.T) {
 	}
 	if len(list.Plugins) != 2 || list.Plugins[0].Type != "bridge" || list.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.244.3.0/24" || list.Plugins[1].Type != "portmap" {
 		t.Errorf("want a bridge on 10.244.3.0/24, then portmap:\n%s", got)
+	}
+}
+
+// testdata/coredns-kubeadm.yaml is what `kubeadm init phase addon coredns
+// --print-manifest` prints for kindtest's cluster (Kubernetes v1.37.2).
+func TestFitCoreDNSGolden(t *testing.T) {
+	printed, err := os.ReadFile("testdata/coredns-kubeadm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FitCoreDNS(string(printed), 1, "172.18.0.2", 6443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "coredns.golden", []byte(got))
+
+	docs := yamlDocs(t, got)
+	var kinds []string
+	for _, d := range docs {
+		kinds = append(kinds, d["kind"].(string))
+	}
+	if want := []string{"ConfigMap", "Service", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment"}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v: the Deployment after the service account", kinds, want)
+	}
+	var dep struct {
+		Spec struct {
+			Replicas int
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env            []struct{ Name, Value string }
+						ReadinessProbe struct {
+							PeriodSeconds int                   `yaml:"periodSeconds"`
+							HTTPGet       struct{ Path string } `yaml:"httpGet"`
+						} `yaml:"readinessProbe"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(got[strings.LastIndex(got, "---\n"):]), &dep); err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if dep.Spec.Replicas != 1 || c.ReadinessProbe.PeriodSeconds != 1 || c.ReadinessProbe.HTTPGet.Path != "/ready" {
+		t.Errorf("replicas %d, probe period %d, probe path %q: want 1, 1, /ready", dep.Spec.Replicas, c.ReadinessProbe.PeriodSeconds, c.ReadinessProbe.HTTPGet.Path)
+	}
+	if want := []struct{ Name, Value string }{{"KUBERNETES_SERVICE_HOST", "172.18.0.2"}, {"KUBERNETES_SERVICE_PORT", "6443"}}; !slices.Equal(c.Env, want) {
+		t.Errorf("env %v, want %v", c.Env, want)
+	}
+}
+
+func TestFitCoreDNSEdits(t *testing.T) {
+	// A container that has env and a probe period already: they are
+	// extended and set, not written twice.
+	printed := `apiVersion: apps/v1
+kind: Deployment
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: coredns
+        env:
+        - name: A
+          value: b
+        readinessProbe:
+          periodSeconds: 10
+`
+	got, err := FitCoreDNS(printed, 2, "10.0.0.1", 443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  replicas: 2\n", "- name: A\n", "- name: KUBERNETES_SERVICE_HOST\n", "value: \"443\"\n", "periodSeconds: 1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "env:") != 1 || strings.Count(got, "periodSeconds") != 1 {
+		t.Errorf("env or periodSeconds written twice:\n%s", got)
+	}
+	for _, bad := range []string{
+		strings.ReplaceAll(printed, "readinessProbe", "livenessProbe"),
+		"apiVersion: v1\nkind: ServiceAccount\n",
+		"kind: Deployment\nspec: [\n",
+	} {
+		if _, err := FitCoreDNS(bad, 1, "h", 1); err == nil {
+			t.Errorf("no error for:\n%s", bad)
+		}
 	}
 }
