@@ -95,18 +95,15 @@ func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token
 	}.YAML()
 }
 
-// prebootPhases are the kubeadm init phases that only write files: run on
-// the control plane before systemd boots, they let the kubelet start the
-// control plane's static pods as soon as the node is up, instead of after
-// a restart once kubeadm has written them.
-var prebootPhases = []string{"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start"}
-
 // Where the control plane keeps the add-on manifests kindtest applies, and
 // what applying them said.
 const (
 	addonsManifest = "/etc/kindtest/addons.yaml"
 	addonsLog      = "/etc/kindtest/addons.log"
 )
+
+// prebootLog is what the kubeadm init phases run before boot said.
+const prebootLog = "/etc/kindtest/kubeadm-preboot.log"
 
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
 // control plane after the first, joining through endpoint (the first

@@ -132,14 +132,13 @@ func (c *Cluster) reprovision(ctx context.Context, n *Node) error {
 	if err != nil {
 		return c.nodeError(n, "read machine id", err)
 	}
-	script := provisionScript + fmt.Sprintf("echo %q > /etc/machine-id\n", strings.TrimSpace(id))
-	if _, err := n.sh(ctx, script); err != nil {
+	if _, err := n.run(ctx, bootstrap.ProvisionCommand(strings.TrimSpace(id))...); err != nil {
 		return c.nodeError(n, "provision before boot", err)
 	}
 	if !c.cfg.kubernetes {
 		return nil
 	}
-	if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
+	if _, err := n.run(ctx, nodeNetworkCommand(c, n)...); err != nil {
 		return c.nodeError(n, "set up node network", err)
 	}
 	return nil

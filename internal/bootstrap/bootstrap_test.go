@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -198,5 +200,69 @@ spec:
 		if _, err := FitCoreDNS(bad, 1, "h", 1); err == nil {
 			t.Errorf("no error for:\n%s", bad)
 		}
+	}
+}
+
+func TestCommands(t *testing.T) {
+	// SHELL -c SCRIPT NAME ARGS...
+	check := func(cmd []string, name string, args ...string) {
+		t.Helper()
+		if len(cmd) < 4 || cmd[1] != "-c" || !strings.HasPrefix(cmd[2], "#!/bin/"+cmd[0]+"\n") || cmd[3] != name || !slices.Equal(cmd[4:], args) {
+			t.Errorf("command %q: want SHELL -c <%s> %s %q", cmd, name, name, args)
+		}
+	}
+	check(ProvisionCommand(""), "provision.sh")
+	check(ProvisionCommand("0123abcd"), "provision.sh", "0123abcd")
+	check(NodeNetworkCommand(NodeNetwork{}), "node-network.sh")
+	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.1.0/24", ClusterPodSubnet: "10.244.0.0/16", BridgeNetfilter: true,
+		Routes: []Route{{"10.244.0.0/24", "172.18.0.2"}, {"10.244.2.0/24", "172.18.0.4"}}}),
+		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "10.244.1.0/24", "10.244.0.0/16", "on", "10.244.0.0/24", "172.18.0.2", "10.244.2.0/24", "172.18.0.4")
+	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
+		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
+	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	check(KubeadmInitCommand(KubeadmInit{APIServerPort: 6443, Kubeconfig: "/a.conf", Addons: "/a.yaml", AddonsLog: "/a.log", Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
+		"kubeadm-init.sh", "6443", "/a.conf", "/a.yaml", "/a.log", "/c.yaml", "/i.log", "timeout", "3")
+	if net := NodeNetworkCommand(NodeNetwork{}); !strings.Contains(net[2], CNIConfigPath) {
+		t.Errorf("node-network.sh does not write %s", CNIConfigPath)
+	}
+}
+
+// TestScriptsLint checks every embedded script: its shell's syntax check
+// always, and shellcheck, which CI installs (.ci/run). Each script runs
+// under the shell its #! line names (sh, the node's dash, or bash), and
+// shellcheck checks it as that shell's.
+func TestScriptsLint(t *testing.T) {
+	names, err := fs.Glob(scripts, "scripts/*.sh")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no embedded scripts (%v)", err)
+	}
+	_, lookErr := exec.LookPath("shellcheck")
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			text, err := fs.ReadFile(scripts, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shell := interpreter(string(text))
+			if shell != "sh" && shell != "bash" {
+				t.Fatalf("#! names %s: the nodes run sh and bash scripts", shell)
+			}
+			syntax := exec.Command(shell, "-n")
+			syntax.Stdin = bytes.NewReader(text)
+			if out, err := syntax.CombinedOutput(); err != nil {
+				t.Fatalf("%s -n: %v\n%s", shell, err, out)
+			}
+			if lookErr != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatal("shellcheck is not installed (apt-get install shellcheck)")
+				}
+				t.Skipf("shellcheck is not installed (apt-get install shellcheck): only %s -n checked the script", shell)
+			}
+			lint := exec.Command("shellcheck", "-s", shell, "-")
+			lint.Stdin = bytes.NewReader(text)
+			if out, err := lint.CombinedOutput(); err != nil {
+				t.Errorf("shellcheck: %v\n%s", err, out)
+			}
+		})
 	}
 }
