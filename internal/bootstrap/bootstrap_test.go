@@ -222,6 +222,14 @@ func TestCommands(t *testing.T) {
 	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
 	check(KubeadmInitCommand(KubeadmInit{APIServerPort: 6443, Kubeconfig: "/a.conf", Addons: "/a.yaml", AddonsLog: "/a.log", Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
 		"kubeadm-init.sh", "6443", "/a.conf", "/a.yaml", "/a.log", "/c.yaml", "/i.log", "timeout", "3")
+	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
+	check(CleanNamespacesCommand("/a.conf"), "clean-namespaces.sh", "/a.conf")
+	check(MemoryCommand(), "memory.sh")
+	if cmd := WaitJobCommand("/a.conf", "job/x", "default", "30s"); cmd[0] != "bash" {
+		t.Errorf("wait-job.sh needs bash (wait -n -p), runs with %s", cmd[0])
+	} else {
+		check(cmd, "wait-job.sh", "/a.conf", "job/x", "default", "30s")
+	}
 	if net := NodeNetworkCommand(NodeNetwork{}); !strings.Contains(net[2], CNIConfigPath) {
 		t.Errorf("node-network.sh does not write %s", CNIConfigPath)
 	}

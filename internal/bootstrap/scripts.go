@@ -124,3 +124,30 @@ func KubeadmInitCommand(k KubeadmInit) []string {
 	args := []string{strconv.Itoa(k.APIServerPort), k.Kubeconfig, k.Addons, k.AddonsLog, k.Config, k.Log}
 	return command("kubeadm-init.sh", append(args, k.Wrapper...)...)
 }
+
+// LateAddonsCommand starts applying manifests that nothing waits for (the
+// storage provisioner, the NetworkPolicy agent) in the background, with
+// the admin's kubeconfig, retried for 30 seconds while the API server is
+// busy; what kubectl said goes to log. It returns at once.
+func LateAddonsCommand(kubeconfig, log string, manifests ...string) []string {
+	return command("late-addons.sh", append([]string{kubeconfig, log}, manifests...)...)
+}
+
+// CleanNamespacesCommand deletes, with the admin's kubeconfig, what a
+// test run may have left in a reused cluster: every namespace but the
+// system ones, and every namespaced object in default (custom resources
+// included) but the few Kubernetes keeps there.
+func CleanNamespacesCommand(kubeconfig string) []string {
+	return command("clean-namespaces.sh", kubeconfig)
+}
+
+// MemoryCommand prints the node cgroup's memory usage and inactive file
+// cache, in bytes, separated by a space.
+func MemoryCommand() []string { return command("memory.sh") }
+
+// WaitJobCommand waits, with the admin's kubeconfig, until the Job object
+// in namespace is Complete (exit 0) or Failed (exit 3), for at most
+// timeout (kubectl's --timeout, e.g. 30s).
+func WaitJobCommand(kubeconfig, object, namespace, timeout string) []string {
+	return command("wait-job.sh", kubeconfig, object, namespace, timeout)
+}
