@@ -230,8 +230,23 @@ func TestCommands(t *testing.T) {
 	} else {
 		check(cmd, "wait-job.sh", "/a.conf", "job/x", "default", "30s")
 	}
+	check(ImportImagesCommand("linux/amd64", []ImageLabel{{"docker.io/library/a:1", "k=sha256:aa"}}), "import-images.sh", "linux/amd64", "docker.io/library/a:1", "k=sha256:aa")
+	hosts := []RegistryHosts{{Name: "localhost:5001", Server: "http://c-registry:5000"}, {Name: "docker.io", Mirrors: []string{"http://m1:5000", "https://m2/v2"}}}
+	check(RegistryHostsCommand("/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/", hosts), "registry-hosts.sh", "/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/",
+		"localhost:5001", hosts[0].TOML(), "docker.io", hosts[1].TOML())
 	if net := NodeNetworkCommand(NodeNetwork{}); !strings.Contains(net[2], CNIConfigPath) {
 		t.Errorf("node-network.sh does not write %s", CNIConfigPath)
+	}
+}
+
+func TestRegistryHostsTOML(t *testing.T) {
+	own := RegistryHosts{Name: "localhost:5001", Server: "http://c-registry:5000"}.TOML()
+	if want := "server = \"http://c-registry:5000\"\n\n[host.\"http://c-registry:5000\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n"; own != want {
+		t.Errorf("the cluster's registry:\n%s\nwant:\n%s", own, want)
+	}
+	mirrored := RegistryHosts{Name: "docker.io", Mirrors: []string{"http://m1:5000", "https://m2/v2"}}.TOML()
+	if want := "[host.\"http://m1:5000\"]\n  capabilities = [\"pull\", \"resolve\"]\n\n[host.\"https://m2/v2\"]\n  capabilities = [\"pull\", \"resolve\"]\n\n"; mirrored != want {
+		t.Errorf("mirrors, in order:\n%s\nwant:\n%s", mirrored, want)
 	}
 }
 

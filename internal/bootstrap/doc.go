@@ -1,9 +1,10 @@
 // Package bootstrap renders what kindtest sends to a node to make it part
 // of a cluster: kubeadm's init and join configurations (with the kubelet's
-// and kube-proxy's), the pod network's CNI configuration, the CoreDNS
-// manifests fitted to a test cluster, and the shell scripts kindtest runs
-// in nodes: before and while they boot, and later (the late add-ons, a
-// reused cluster's clean-up, waiting for a Job, a node's memory use).
+// and kube-proxy's), the pod network's CNI configuration, containerd's
+// registry host configuration, the CoreDNS manifests fitted to a test
+// cluster, and the shell scripts kindtest runs in nodes: before and while
+// they boot, and later (the late add-ons, image import, a reused
+// cluster's clean-up, waiting for a Job, a node's memory use).
 //
 // Everything here is data in, text out: the package takes plain values
 // (names, addresses, flags, durations) and knows nothing of containers or

@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"embed"
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -150,4 +151,61 @@ func MemoryCommand() []string { return command("memory.sh") }
 // timeout (kubectl's --timeout, e.g. 30s).
 func WaitJobCommand(kubeconfig, object, namespace, timeout string) []string {
 	return command("wait-job.sh", kubeconfig, object, namespace, timeout)
+}
+
+// ImageLabel is a label put on an image in a node's containerd.
+type ImageLabel struct {
+	// Ref is the image's containerd name (docker.io/library/x:1).
+	Ref string
+	// Label is key=value.
+	Label string
+}
+
+// ImportImagesCommand imports the image archive on its stdin into the
+// node's containerd, only platform's content, then puts labels on the
+// images; an image that cannot be labelled is imported again next time.
+func ImportImagesCommand(platform string, labels []ImageLabel) []string {
+	args := []string{platform}
+	for _, l := range labels {
+		args = append(args, l.Ref, l.Label)
+	}
+	return command("import-images.sh", args...)
+}
+
+// RegistryHosts is containerd's host configuration of one registry name:
+// its hosts.toml.
+type RegistryHosts struct {
+	// Name is the registry's name as image references write it
+	// (docker.io, localhost:5001), or _default for every registry.
+	Name string
+	// Server is the registry's own endpoint, pulled from and pushed to,
+	// for a registry the cluster serves; "" for a mirrored one.
+	Server string
+	// Mirrors are endpoints pulled from, tried in order before the
+	// registry itself.
+	Mirrors []string
+}
+
+// TOML renders r as containerd's hosts.toml. The endpoints are URLs,
+// which Go's %q quotes as TOML's basic strings do.
+func (r RegistryHosts) TOML() string {
+	var b strings.Builder
+	if r.Server != "" {
+		fmt.Fprintf(&b, "server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n", r.Server, r.Server)
+	}
+	for _, m := range r.Mirrors {
+		fmt.Fprintf(&b, "[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n\n", m)
+	}
+	return b.String()
+}
+
+// RegistryHostsCommand writes each of hosts' configuration under dir,
+// before boot. With waitName, it then waits up to a minute until the
+// registry of that name answers at waitURL, and fails saying so.
+func RegistryHostsCommand(dir, waitName, waitURL string, hosts []RegistryHosts) []string {
+	args := []string{dir, waitName, waitURL}
+	for _, h := range hosts {
+		args = append(args, h.Name, h.TOML())
+	}
+	return command("registry-hosts.sh", args...)
 }
