@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/poll"
 )
@@ -675,17 +676,6 @@ var rolloutKinds = map[string]bool{
 	"daemonset": true, "daemonsets": true, "ds": true,
 }
 
-// waitJobScript waits for a Job to be Complete, or Failed, whichever
-// comes first: $1 object, $2 namespace, $3 timeout.
-const waitJobScript = `export KUBECONFIG=` + adminKubeconfig + `
-kubectl wait --for=condition=Complete "$1" -n "$2" --timeout="$3" & ok=$!
-kubectl wait --for=condition=Failed "$1" -n "$2" --timeout="$3" >/dev/null 2>&1 & bad=$!
-wait -n -p first $ok $bad; rc=$?
-kill $ok $bad 2>/dev/null
-if [ "$first" = "$bad" ] && [ $rc -eq 0 ]; then echo "error: $1 failed" >&2; exit 3; fi
-exit $rc
-`
-
 // Wait waits until object ("deployment/web", "pod/web-0", "job/migrate",
 // "node/NAME"...) in namespace ("" is default) meets cond, running kubectl
 // in the control-plane node. It waits until ctx ends, or for 5 minutes
@@ -731,7 +721,7 @@ func (c *Cluster) Wait(ctx context.Context, namespace, object string, cond Condi
 		return fmt.Errorf("wait for %s: unknown condition %q: use Available, Ready, Complete or Deleted", object, cond)
 	}
 	if cond == Complete {
-		_, err = c.ControlPlane().Exec(ctx, "bash", "-c", waitJobScript, "wait-job", object, namespace, t)
+		_, err = c.ControlPlane().Exec(ctx, bootstrap.WaitJobCommand(adminKubeconfig, object, namespace, t)...)
 	} else {
 		_, err = c.Kubectl(ctx, args...)
 	}

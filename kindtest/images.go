@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
 )
@@ -194,10 +195,10 @@ func (c *Cluster) load(ctx context.Context, nodes []*Node, what string, imgs []a
 		_, copyErr = io.Copy(fan, src)
 		fan.close(copyErr)
 	}()
-	script := importScript(node.Platform, need)
+	cmd := importCommand(node.Platform, need)
 	err = concurrent.Each(len(targets), func(i int) error {
 		n := targets[i]
-		_, err := n.ExecInput(ctx, readers[i], "sh", "-c", script)
+		_, err := n.ExecInput(ctx, readers[i], cmd...)
 		// Whatever happened, this node reads no more: let the others go on.
 		readers[i].CloseWithError(errors.New("node stopped reading"))
 		if err != nil {
@@ -228,17 +229,16 @@ func names(nodes []*Node) string {
 	return strings.Join(s, ", ")
 }
 
-// importScript imports the archive on stdin into the node's containerd
+// importCommand imports the archive on stdin into the node's containerd
 // (only the node's platform), then labels each image whose ID is known.
-func importScript(platform string, imgs []archiveImage) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "set -e\nctr --namespace k8s.io images import --digests --platform %s -\n", shellQuote(platform))
+func importCommand(platform string, imgs []archiveImage) []string {
+	var labels []bootstrap.ImageLabel
 	for _, m := range imgs {
 		if ref := containerdRef(m.ref); ref != "" && m.id != "" {
-			fmt.Fprintf(&b, "ctr --namespace k8s.io images label %s %s >/dev/null || echo 'kindtest: not labelled, the next load imports it again' >&2\n", shellQuote(ref), shellQuote(imageIDLabel+"="+m.id))
+			labels = append(labels, bootstrap.ImageLabel{Ref: ref, Label: imageIDLabel + "=" + m.id})
 		}
 	}
-	return b.String()
+	return bootstrap.ImportImagesCommand(platform, labels)
 }
 
 // missingImages returns the images of imgs the node does not have under
@@ -297,11 +297,6 @@ func containerdRef(ref string) string {
 		ref += ":latest"
 	}
 	return ref
-}
-
-// shellQuote quotes s for sh.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // scanArchive reads an image archive's manifest.json for the images it

@@ -2,16 +2,13 @@ package kindtest
 
 import (
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // Cluster-wide address ranges. They stay clear of the engine's default
@@ -68,116 +65,35 @@ func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token
 		// at a time, chosen by lease, as in any HA cluster.
 		leaderElect = nil
 	}
-	etcdArgs := s.componentArgs(Etcd,
-		// The cluster lives as long as a test; losing it on a host crash is fine.
-		arg{"unsafe-no-fsync", "true"})
-	apiArgs := s.componentArgs(KubeAPIServer)
 	// Each node's pod range is fixed by kindtest (see nodePodSubnet).
 	cmBase := append([]arg{{"allocate-node-cidrs", "false"}}, leaderElect...)
-	cmArgs := s.componentArgs(KubeControllerManager, append(cmBase,
-		// At start each controller gets a service account and a token of its
-		// own; the default client rate limit (20/s) made that take seconds.
-		arg{"kube-api-qps", "500"},
-		arg{"kube-api-burst", "1000"})...)
-	schedArgs := s.componentArgs(KubeScheduler, leaderElect...)
-	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-bootstrapTokens:
-- token: %[1]q
-  ttl: 2h0m0s
-localAPIEndpoint:
-  advertiseAddress: %[2]s
-  bindPort: %[3]d
-# Everything up to starting the kubelet ran before the node booted (see
-# prebootPhases); preflight checks a host, and this is not one. The kubelet
-# keeps the client certificate kubeadm wrote rather than being restarted to
-# rotate it, and kindtest applies the add-ons itself (see kubeadmInit).
-skipPhases:
-- preflight
-- certs
-- kubeconfig
-- etcd
-- control-plane
-- kubelet-start
-- kubelet-finalize
-- addon/coredns
-- addon/kube-proxy
-nodeRegistration:
-%[4]s%[12]s
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-clusterName: %[5]s
-kubernetesVersion: %[6]s
-controlPlaneEndpoint: %[19]s:%[3]d
-# ECDSA keys take milliseconds to make where RSA keys take most of a second.
-encryptionAlgorithm: ECDSA-P256
-etcd:
-  local:
-%[14]snetworking:
-  podSubnet: %[7]s
-  serviceSubnet: %[8]s
-  dnsDomain: %[9]s
-apiServer:
-  certSANs:
-  - 127.0.0.1
-  - localhost
-  - %[2]s
-  - %[10]s%[13]s
-%[15]scontrollerManager:
-%[16]sscheduler:
-%[17]s---
-%[11]s---
-%[18]s`, token, cp.ip, apiServerPort, nodeRegistration(cp, s, singleNode), cluster, version,
-		podSubnet, serviceSubnet, dnsDomain, cp.name, kubeletConfig(cp, s), kubeadmTimeouts(timeout), sanLines(extraSANs),
-		argsYAML("extraArgs", "    ", etcdArgs), argsYAML("extraArgs", "  ", apiArgs), argsYAML("extraArgs", "  ", cmArgs),
-		argsYAML("extraArgs", "  ", schedArgs), kubeProxyConfig(s), endpoint)
+	return bootstrap.InitConfig{
+		ClusterName:          cluster,
+		KubernetesVersion:    version,
+		Token:                token,
+		AdvertiseAddress:     cp.ip,
+		APIServerPort:        apiServerPort,
+		ControlPlaneEndpoint: endpoint,
+		Node:                 nodeRegistration(cp, s, singleNode),
+		Timeout:              timeout,
+		CertSANs:             append([]string{cp.ip, cp.name}, extraSANs...),
+		PodSubnet:            podSubnet,
+		ServiceSubnet:        serviceSubnet,
+		DNSDomain:            dnsDomain,
+		EtcdArgs: bootstrapArgs(s.componentArgs(Etcd,
+			// The cluster lives as long as a test; losing it on a host crash is fine.
+			arg{"unsafe-no-fsync", "true"})),
+		APIServerArgs: bootstrapArgs(s.componentArgs(KubeAPIServer)),
+		ControllerManagerArgs: bootstrapArgs(s.componentArgs(KubeControllerManager, append(cmBase,
+			// At start each controller gets a service account and a token of its
+			// own; the default client rate limit (20/s) made that take seconds.
+			arg{"kube-api-qps", "500"},
+			arg{"kube-api-burst", "1000"})...)),
+		SchedulerArgs: bootstrapArgs(s.componentArgs(KubeScheduler, leaderElect...)),
+		Kubelet:       kubeletConfig(cp, s),
+		FeatureGates:  s.featureGates,
+	}.YAML()
 }
-
-// kubeProxyConfig is kube-proxy's configuration.
-func kubeProxyConfig(s *settings) string {
-	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-mode: iptables
-clusterCIDR: %s
-conntrack:
-  # Zero leaves the host's conntrack table size alone.
-  maxPerCore: 0
-iptables:
-  minSyncPeriod: 1s
-`, podSubnet)
-	if len(s.featureGates) > 0 {
-		cfg += "featureGates:\n"
-		for _, k := range slices.Sorted(maps.Keys(s.featureGates)) {
-			cfg += fmt.Sprintf("  %s: %t\n", k, s.featureGates[k])
-		}
-	}
-	return cfg
-}
-
-func sanLines(sans []string) string {
-	var b strings.Builder
-	for _, s := range sans {
-		b.WriteString("\n  - " + s)
-	}
-	return b.String()
-}
-
-// kubeadmTimeouts sets every time limit kubeadm has to d.
-func kubeadmTimeouts(d time.Duration) string {
-	var b strings.Builder
-	b.WriteString("timeouts:")
-	for _, k := range []string{"controlPlaneComponentHealthCheck", "kubeletHealthCheck", "kubernetesAPICall", "etcdAPICall", "tlsBootstrap", "discovery", "upgradeManifests"} {
-		fmt.Fprintf(&b, "\n  %s: %s", k, d)
-	}
-	return b.String()
-}
-
-// prebootPhases are the kubeadm init phases that only write files: run on
-// the control plane before systemd boots, they let the kubelet start the
-// control plane's static pods as soon as the node is up, instead of after
-// a restart once kubeadm has written them.
-var prebootPhases = []string{"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start"}
 
 // Where the control plane keeps the add-on manifests kindtest applies, and
 // what applying them said.
@@ -186,168 +102,62 @@ const (
 	addonsLog      = "/etc/kindtest/addons.log"
 )
 
-// fitCoreDNS adjusts the CoreDNS manifests kubeadm prints to a test
-// cluster: one replica per node up to two, and a readiness probe every
-// second instead of every ten (the first probe of a pod on a freshly started
-// kubelet comes at a random point within the period, which alone could cost
-// ten seconds). CoreDNS reaches the API server at its node address rather
-// than through the kubernetes Service, so that it is ready without waiting
-// for kube-proxy to program that Service. The Deployment goes last, after the service account its
-// pods need, so that no pod creation fails and waits for a retry.
-func fitCoreDNS(manifest string, replicas int, apiHost string, apiPort int) (string, error) {
-	var docs []string
-	deployment := ""
-	for _, doc := range strings.Split(manifest, "\n---\n") {
-		doc = strings.TrimPrefix(strings.TrimSpace(doc), "---\n")
-		if doc == "" {
-			continue
-		}
-		if !strings.Contains(doc, "\nkind: Deployment\n") {
-			docs = append(docs, doc)
-			continue
-		}
-		lines := strings.Split(doc, "\n")
-		var out []string
-		var replaced, probed bool
-		for _, l := range lines {
-			switch {
-			case strings.HasPrefix(l, "  replicas: "):
-				l = fmt.Sprintf("  replicas: %d", replicas)
-				replaced = true
-			case strings.TrimSpace(l) == "readinessProbe:":
-				indent := l[:len(l)-len(strings.TrimLeft(l, " "))]
-				out = append(out,
-					indent+"env:",
-					indent+"- name: KUBERNETES_SERVICE_HOST",
-					indent+"  value: "+apiHost,
-					indent+"- name: KUBERNETES_SERVICE_PORT",
-					fmt.Sprintf("%s  value: \"%d\"", indent, apiPort),
-					l)
-				l = indent + "  periodSeconds: 1"
-				probed = true
-			}
-			out = append(out, l)
-		}
-		if !replaced || !probed {
-			return "", errors.New("kubeadm's CoreDNS Deployment has no replicas or readinessProbe line to adjust")
-		}
-		deployment = strings.Join(out, "\n")
-	}
-	if deployment == "" {
-		return "", errors.New("kubeadm's CoreDNS manifests have no Deployment")
-	}
-	return strings.Join(append(docs, deployment), "\n---\n") + "\n", nil
-}
+// prebootLog is what the kubeadm init phases run before boot said.
+const prebootLog = "/etc/kindtest/kubeadm-preboot.log"
 
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
 // control plane after the first, joining through endpoint (the first
 // control plane's address, or the load balancer's).
 func kubeadmJoinConfig(endpoint string, n *Node, token string, timeout time.Duration, s *settings) string {
-	controlPlane, untainted := "", false
+	cfg := bootstrap.JoinConfig{
+		APIServerEndpoint: endpoint,
+		APIServerPort:     apiServerPort,
+		Token:             token,
+		Timeout:           timeout,
+		Kubelet:           kubeletConfig(n, s),
+	}
+	untainted := false
 	if n.role == RoleControlPlane {
 		// Without workers, every control plane runs workloads.
 		untainted = n.cluster != nil && n.cluster.cfg.workers == 0
 		// The shared certificates were copied from the first control plane
 		// beforehand (see joinControlPlane); kubeadm makes the rest.
-		controlPlane = fmt.Sprintf("controlPlane:\n  localAPIEndpoint:\n    advertiseAddress: %s\n    bindPort: %d\n", n.ip, apiServerPort)
+		cfg.ControlPlaneAddress = n.ip
 	}
-	return fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: JoinConfiguration
-skipPhases:
-- preflight
-discovery:
-  bootstrapToken:
-    apiServerEndpoint: %s:%d
-    token: %q
-    # The cluster and its network live only as long as the test.
-    unsafeSkipCAVerification: true
-%snodeRegistration:
-%s%s
----
-%s`, endpoint, apiServerPort, token, controlPlane, nodeRegistration(n, s, untainted), kubeadmTimeouts(timeout), kubeletConfig(n, s))
+	cfg.Node = nodeRegistration(n, s, untainted)
+	return cfg.YAML()
 }
 
 // nodeRegistration is node n's kubeadm nodeRegistration: its name, the
 // kubelet's flags (its address, its labels: kindtest's node index and
 // WithNodeLabels', WithComponentArgs' kubelet flags) and its taints.
-func nodeRegistration(n *Node, s *settings, singleNode bool) string {
+func nodeRegistration(n *Node, s *settings, singleNode bool) bootstrap.NodeRegistration {
 	labels := map[string]string{nodeIndexLabel: fmt.Sprint(n.index)}
 	maps.Copy(labels, s.nodeLabels[n.index])
 	kubeletArgs := s.componentArgs(Kubelet, arg{"node-ip", n.ip}, arg{"node-labels", joinLabels(labels)})
 	// feature-gates go into the KubeletConfiguration, not on the command line.
 	kubeletArgs = slices.DeleteFunc(kubeletArgs, func(a arg) bool { return a.name == "feature-gates" })
-	return fmt.Sprintf(`  name: %s
-  criSocket: %s
-  imagePullPolicy: Never
-  ignorePreflightErrors:
-  - all
-%s%s`, n.name, criSocket, argsYAML("kubeletExtraArgs", "  ", kubeletArgs), s.taintsYAML(n, singleNode))
+	taints, untainted := s.taints(n, singleNode)
+	return bootstrap.NodeRegistration{
+		Name:        n.name,
+		CRISocket:   criSocket,
+		KubeletArgs: bootstrapArgs(kubeletArgs),
+		Taints:      taints,
+		Untainted:   untainted,
+	}
 }
 
 // kubeletConfig is node n's kubelet configuration: kindtest's, merged
-// with WithKubeletConfig's fields and WithFeatureGates' gates. The kubelet
-// and containerd both use systemd's cgroup driver, on cgroup v1 and v2
-// alike.
-func kubeletConfig(n *Node, s *settings) string {
-	cfg := map[string]any{
-		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
-		"kind":                        "KubeletConfiguration",
-		"cgroupDriver":                "systemd",
-		"failSwapOn":                  false,
-		"serializeImagePulls":         false,
-		"imageGCHighThresholdPercent": 100,
-		// No disk-pressure evictions: the nodes share the host's disk.
-		"evictionHard": map[string]any{
-			"imagefs.available": "0%",
-			"nodefs.available":  "0%",
-			"nodefs.inodesFree": "0%",
-		},
-	}
-	if !n.cgroupV2 {
-		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
-		// runners) unless told otherwise; on v2 the default stands.
-		cfg["failCgroupV1"] = false
-	}
-	merge(cfg, s.kubeletConfig)
-	if len(s.featureGates) > 0 {
-		gates := map[string]any{}
-		for k, v := range s.featureGates {
-			gates[k] = v
-		}
-		cfg["featureGates"] = gates
-	}
-	var b strings.Builder
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(cfg); err != nil {
-		// Only maps, strings, numbers and booleans are in it.
-		panic(fmt.Sprintf("kubelet configuration: %v", err))
-	}
-	return b.String()
+// with WithKubeletConfig's fields and WithFeatureGates' gates.
+func kubeletConfig(n *Node, s *settings) bootstrap.KubeletConfig {
+	return bootstrap.KubeletConfig{CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
 }
 
-// cniConfig is node i's pod network: a bridge on the node's own /24.
-// Routes to the other nodes' ranges are added by kindtest; masquerading of
-// traffic leaving the pod network is one iptables rule per node.
-func cniConfig(i int) string {
-	return fmt.Sprintf(`{
-  "cniVersion": "1.0.0",
-  "name": "kindtest",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "kt0",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": %q}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-`, nodePodSubnet(i))
+// bootstrapArgs is args as bootstrap renders them.
+func bootstrapArgs(args []arg) []bootstrap.Arg {
+	out := make([]bootstrap.Arg, len(args))
+	for i, a := range args {
+		out[i] = bootstrap.Arg{Name: a.name, Value: a.value}
+	}
+	return out
 }

@@ -10,65 +10,29 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
-// nodeNetworkScript prepares node i's networking before it boots: the
-// iptables flavour the engine used, cluster DNS that does not loop, the pod
-// bridge configuration, masquerading for traffic leaving the pod network,
-// and routes to the other nodes' pod ranges.
-func nodeNetworkScript(c *Cluster, n *Node) string {
-	var routes strings.Builder
+// nodeNetworkCommand prepares node n's networking before it boots (see
+// bootstrap.NodeNetworkCommand): DNS, and kindtest's pod network unless
+// WithoutDefaultCNI, with routes to the other nodes' pod ranges.
+func nodeNetworkCommand(c *Cluster, n *Node) []string {
+	if c.cfg.noDefaultCNI {
+		return bootstrap.NodeNetworkCommand(bootstrap.NodeNetwork{})
+	}
+	net := bootstrap.NodeNetwork{
+		PodSubnet:        nodePodSubnet(n.index),
+		ClusterPodSubnet: podSubnet,
+		BridgeNetfilter:  c.cfg.networkPolicyEnforced(),
+	}
 	for _, o := range c.nodes {
 		if o != n {
-			fmt.Fprintf(&routes, "ip route replace %s via %s\n", nodePodSubnet(o.index), o.ip)
+			net.Routes = append(net.Routes, bootstrap.Route{Dst: nodePodSubnet(o.index), Via: o.ip})
 		}
 	}
-	return fmt.Sprintf(`set -eu
-# Use the iptables flavour (legacy or nft) that holds the engine's rules, so
-# that kube-proxy's rules and the engine's live in the same tables.
-legacy=$(iptables-legacy-save 2>/dev/null | grep -c '^-' || true)
-nft=$(iptables-nft-save 2>/dev/null | grep -c '^-' || true)
-if [ "$legacy" -gt "$nft" ]; then mode=legacy; else mode=nft; fi
-update-alternatives --set iptables /usr/sbin/iptables-$mode >/dev/null
-update-alternatives --set ip6tables /usr/sbin/ip6tables-$mode >/dev/null
-
-# The engine's DNS server answers on 127.0.0.11 only inside this network
-# namespace: pods (CoreDNS among them) would query themselves. Serve it on
-# the network gateway's address instead, also for traffic from pods.
-gw=$(ip -4 route show default | cut -d' ' -f3)
-sysctl -qw net.ipv4.conf.all.route_localnet=1
-iptables-save \
-  | sed -e "s/-d 127.0.0.11/-d $gw/g" \
-        -e 's/-A OUTPUT \(.*\) -j DOCKER_OUTPUT/&\n-A PREROUTING \1 -j DOCKER_OUTPUT/' \
-        -e "s/--to-source :53/--to-source $gw:53/g" \
-  | iptables-restore
-sed -e "s/127.0.0.11/$gw/" /etc/resolv.conf > /tmp/resolv.conf
-cat /tmp/resolv.conf > /etc/resolv.conf
-
-%s`, podNetworkScript(c, n, routes.String()))
-}
-
-// podNetworkScript is the part of nodeNetworkScript that sets up
-// kindtest's pod network, "" under WithoutDefaultCNI.
-func podNetworkScript(c *Cluster, n *Node, routes string) string {
-	if c.cfg.noDefaultCNI {
-		return ""
-	}
-	bridgeFilter := ""
-	if c.cfg.networkPolicyEnforced() {
-		// The NetworkPolicy agent's netfilter hooks see traffic between
-		// pods of one node only if bridged packets go through them. The
-		// settings exist where the host has br_netfilter loaded; without
-		// it, policies still hold between nodes.
-		bridgeFilter = "if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1; fi\n"
-	}
-	return fmt.Sprintf(`mkdir -p /etc/cni/net.d
-cat > /etc/cni/net.d/10-kindtest.conflist <<'CNI'
-%sCNI
-iptables -t nat -A POSTROUTING -s %s ! -d %s -j MASQUERADE
-%s%s`, cniConfig(n.index), nodePodSubnet(n.index), podSubnet, routes, bridgeFilter)
+	return bootstrap.NodeNetworkCommand(net)
 }
 
 // waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
@@ -101,31 +65,16 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 // lets the admin in, while kubeadm is still busy with its later phases
 // (its API client is rate-limited to 5 requests a second).
 func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
-	// The add-on subshell writes nowhere near the exec's output: an open
-	// stdout would keep the exec going after kubeadm failed. It is killed
-	// when kubeadm fails, and the failure reported at once with kubeadm's
-	// last lines.
-	script := fmt.Sprintf(`set -e
-(
-  until curl -ksf --max-time 1 https://127.0.0.1:%[1]d/readyz >/dev/null; do sleep 0.1; done
-  for i in $(seq 300); do
-    kubectl --kubeconfig %[2]s apply -f %[3]s >%[4]s 2>&1 && exit 0
-    sleep 0.2
-  done
-  exit 1
-) </dev/null >/dev/null 2>&1 &
-addons=$!
-if ! %[7]skubeadm init --config %[5]s --skip-token-print --skip-certificate-key-print -v=4 >%[6]s 2>&1; then
-  kill $addons 2>/dev/null || true
-  echo "kubeadm init failed; its last lines:"
-  tail -n 40 %[6]s
-  exit 1
-fi
-if ! wait $addons; then
-  echo "applying the kube-proxy and CoreDNS manifests failed:"; cat %[4]s; exit 1
-fi
-`, apiServerPort, adminKubeconfig, addonsManifest, addonsLog, kubeadmConfigPath, "/etc/kindtest/kubeadm-init.log", c.cfg.initWrapper)
-	if _, err := cp.sh(ctx, script); err != nil {
+	cmd := bootstrap.KubeadmInitCommand(bootstrap.KubeadmInit{
+		APIServerPort: apiServerPort,
+		Kubeconfig:    adminKubeconfig,
+		Addons:        addonsManifest,
+		AddonsLog:     addonsLog,
+		Config:        kubeadmConfigPath,
+		Log:           "/etc/kindtest/kubeadm-init.log",
+		Wrapper:       strings.Fields(c.cfg.initWrapper),
+	})
+	if _, err := cp.run(ctx, cmd...); err != nil {
 		return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}
 	}
 	return nil
@@ -141,12 +90,6 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.lbIP, c.token, c.cfg.workers == 0, c.cfg.createTimeout, &c.cfg.settings, append(c.place.certSANs(), c.lbSANs()...)...)); err != nil {
 		return err
 	}
-	var script strings.Builder
-	// Output and errors go to one stream, kept in the node for log export.
-	script.WriteString("set -e\nexec >/etc/kindtest/kubeadm-preboot.log 2>&1\n")
-	for _, p := range prebootPhases {
-		fmt.Fprintf(&script, "kubeadm init phase %s --config %s\n", p, kubeadmConfigPath)
-	}
 	// kindtest applies the kube-proxy and CoreDNS add-ons itself, from
 	// kubeadm's own manifests, CoreDNS's fitted to a test cluster. The
 	// three kubeadm runs are independent.
@@ -156,10 +99,10 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		case 0:
 			// kubelet-start cannot restart the kubelet before systemd
 			// runs, and says so; systemd starts it configured at boot.
-			if _, err := cp.sh(ctx, script.String()); err != nil {
+			if _, err := cp.run(ctx, bootstrap.KubeadmPrebootCommand(kubeadmConfigPath, prebootLog)...); err != nil {
 				dctx, cancel := detached(ctx, 10*time.Second)
 				defer cancel()
-				log, _ := cp.run(dctx, "cat", "/etc/kindtest/kubeadm-preboot.log")
+				log, _ := cp.run(dctx, "cat", prebootLog)
 				return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err, Diagnostics: log}
 			}
 			return nil
@@ -172,7 +115,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return err
 	}
-	dns, err = fitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
+	dns, err = bootstrap.FitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}

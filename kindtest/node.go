@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -39,7 +40,7 @@ func (n *Node) IP() string { return n.ip }
 // node's own cgroup: usage less inactive page cache, which the kernel can
 // take back at once (what `docker stats` reports).
 func (n *Node) MemoryUsage(ctx context.Context) (uint64, error) {
-	out, err := n.sh(ctx, memoryScript)
+	out, err := n.run(ctx, bootstrap.MemoryCommand()...)
 	if err != nil {
 		return 0, err
 	}
@@ -54,11 +55,3 @@ func (n *Node) MemoryUsage(ctx context.Context) (uint64, error) {
 	}
 	return usage - inactive, nil
 }
-
-// memoryScript prints the node cgroup's memory usage and inactive file
-// cache, on cgroup v2 or v1.
-const memoryScript = `if [ -f /sys/fs/cgroup/memory.current ]; then
-  echo "$(cat /sys/fs/cgroup/memory.current) $(awk '$1=="inactive_file"{print $2}' /sys/fs/cgroup/memory.stat)"
-else
-  echo "$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes) $(awk '$1=="total_inactive_file"{print $2}' /sys/fs/cgroup/memory/memory.stat)"
-fi`

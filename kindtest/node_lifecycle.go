@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
@@ -132,14 +133,13 @@ func (c *Cluster) reprovision(ctx context.Context, n *Node) error {
 	if err != nil {
 		return c.nodeError(n, "read machine id", err)
 	}
-	script := provisionScript + fmt.Sprintf("echo %q > /etc/machine-id\n", strings.TrimSpace(id))
-	if _, err := n.sh(ctx, script); err != nil {
+	if _, err := n.run(ctx, bootstrap.ProvisionCommand(strings.TrimSpace(id))...); err != nil {
 		return c.nodeError(n, "provision before boot", err)
 	}
 	if !c.cfg.kubernetes {
 		return nil
 	}
-	if _, err := n.sh(ctx, nodeNetworkScript(c, n)); err != nil {
+	if _, err := n.run(ctx, nodeNetworkCommand(c, n)...); err != nil {
 		return c.nodeError(n, "set up node network", err)
 	}
 	return nil
@@ -197,13 +197,10 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, since time.Time) e
 	return nil
 }
 
-// kindtestCNIConfig is the file of kindtest's own pod network on a node.
-const kindtestCNIConfig = "/etc/cni/net.d/10-kindtest.conflist"
-
 // attachedWithoutDefaultCNI tells, for Attach, whether the cluster was
 // made WithoutDefaultCNI: its control plane has no kindtest pod network.
 func (c *Cluster) attachedWithoutDefaultCNI(ctx context.Context) bool {
-	_, err := c.ControlPlane().run(ctx, "test", "-f", kindtestCNIConfig)
+	_, err := c.ControlPlane().run(ctx, "test", "-f", bootstrap.CNIConfigPath)
 	var ee *ExitError
 	return errors.As(err, &ee)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
 )
 
@@ -222,7 +223,7 @@ func (c *Cluster) provision(ctx context.Context) error {
 // its pod network and DNS and, on the control plane, kubeadm's files (see
 // prepareNode).
 func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
-	if _, err := n.sh(ctx, provisionScript); err != nil {
+	if _, err := n.run(ctx, bootstrap.ProvisionCommand("")...); err != nil {
 		return c.nodeError(n, "provision before boot", err)
 	}
 	if err := c.writeRegistryHosts(ctx, n); err != nil {

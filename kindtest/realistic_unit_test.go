@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,14 +75,9 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	if strings.Contains(got, allocateNodeCIDRsOff) || !strings.Contains(got, "  - name: allocate-node-cidrs\n    value: \"true\"") {
 		t.Errorf("WithoutDefaultCNI: the controller-manager must allocate pod ranges:\n%s", got)
 	}
-	script := nodeNetworkScript(c, w)
-	for _, no := range []string{"10-kindtest.conflist", "MASQUERADE", "ip route replace"} {
-		if strings.Contains(script, no) {
-			t.Errorf("WithoutDefaultCNI node network script has %q:\n%s", no, script)
-		}
-	}
-	if !strings.Contains(script, "resolv.conf") {
-		t.Errorf("WithoutDefaultCNI node network script lost the DNS set-up:\n%s", script)
+	// The script's arguments are the pod network's: none without it.
+	if args := nodeNetworkCommand(c, w)[4:]; len(args) != 0 {
+		t.Errorf("WithoutDefaultCNI node network arguments %q, want none", args)
 	}
 
 	def, _ := newConfig(nil)
@@ -89,11 +85,9 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	if got := c.adjustKubeadmConfig(init); got != init {
 		t.Error("the default configuration was changed")
 	}
-	script = nodeNetworkScript(c, w)
-	for _, want := range []string{"10-kindtest.conflist", "MASQUERADE", "ip route replace 10.244.0.0/24 via 172.18.0.2"} {
-		if !strings.Contains(script, want) {
-			t.Errorf("default node network script lacks %q:\n%s", want, script)
-		}
+	args := nodeNetworkCommand(c, w)[4:]
+	if want := []string{"10.244.1.0/24", podSubnet, "on", "10.244.0.0/24", "172.18.0.2"}; len(args) != 6 || !slices.Equal(args[1:], want) || !strings.Contains(args[0], `"subnet": "10.244.1.0/24"`) {
+		t.Errorf("default node network arguments %q, want the CNI configuration then %q", args, want)
 	}
 }
 

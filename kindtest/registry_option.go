@@ -6,9 +6,9 @@ import (
 	"net"
 	"net/url"
 	"regexp"
-	"strings"
 
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -179,32 +179,45 @@ func (c *Cluster) RegistryAddr() string { return c.registryAddr }
 // container, and the mirrors. The control plane then waits until the
 // registry answers over the cluster's network.
 func (c *Cluster) writeRegistryHosts(ctx context.Context, n *Node) error {
-	files := map[string]string{}
-	if c.registryAddr != "" {
-		endpoint := fmt.Sprintf("http://%s:%d", registryName(c.name), images.RegistryPort)
-		files[c.registryAddr] = fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n", endpoint, endpoint)
-	}
-	for _, m := range c.cfg.mirrors {
-		// Hosts are tried in the order the file lists them.
-		files[m.host] += fmt.Sprintf("[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n\n", m.endpoint)
-	}
-	if len(files) == 0 {
+	cmd := c.registryHostsCommand(n)
+	if cmd == nil {
 		return nil
 	}
-	var script strings.Builder
-	script.WriteString("set -eu\n")
-	for host, content := range files {
-		dir := registryHostsDir + "/" + host
-		fmt.Fprintf(&script, "mkdir -p '%s'\ncat > '%s/hosts.toml' <<'TOML'\n%sTOML\n", dir, dir, content)
-	}
-	if c.registryAddr != "" && n.role == RoleControlPlane {
-		fmt.Fprintf(&script, "timeout 60 sh -c 'until curl -sf -o /dev/null http://%s:%d/v2/; do sleep 0.1; done' || { echo 'registry %s does not answer on the cluster network' >&2; exit 1; }\n",
-			registryName(c.name), images.RegistryPort, registryName(c.name))
-	}
-	if _, err := n.sh(ctx, script.String()); err != nil {
+	if _, err := n.run(ctx, cmd...); err != nil {
 		return c.nodeError(n, "write registry hosts", err)
 	}
 	return nil
+}
+
+// registryHostsCommand is what writeRegistryHosts runs on node n, nil
+// when there is nothing to write.
+func (c *Cluster) registryHostsCommand(n *Node) []string {
+	var hosts []bootstrap.RegistryHosts
+	index := map[string]int{}
+	host := func(name string) *bootstrap.RegistryHosts {
+		if _, ok := index[name]; !ok {
+			index[name] = len(hosts)
+			hosts = append(hosts, bootstrap.RegistryHosts{Name: name})
+		}
+		return &hosts[index[name]]
+	}
+	endpoint := fmt.Sprintf("http://%s:%d", registryName(c.name), images.RegistryPort)
+	if c.registryAddr != "" {
+		host(c.registryAddr).Server = endpoint
+	}
+	for _, m := range c.cfg.mirrors {
+		// Hosts are tried in the order the file lists them.
+		h := host(m.host)
+		h.Mirrors = append(h.Mirrors, m.endpoint)
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	var waitName, waitURL string
+	if c.registryAddr != "" && n.role == RoleControlPlane {
+		waitName, waitURL = registryName(c.name), endpoint+"/v2/"
+	}
+	return bootstrap.RegistryHostsCommand(registryHostsDir, waitName, waitURL, hosts)
 }
 
 // adoptRegistry takes the registry container out of a cluster's container

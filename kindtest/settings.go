@@ -8,10 +8,11 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // Component names a Kubernetes component whose command line
@@ -256,25 +257,8 @@ func WithKubeletConfig(patch string) Option {
 		if c.settings.kubeletConfig == nil {
 			c.settings.kubeletConfig = map[string]any{}
 		}
-		merge(c.settings.kubeletConfig, m)
+		bootstrap.Merge(c.settings.kubeletConfig, m)
 		return nil
-	}
-}
-
-// merge merges src into dst: mappings key by key, other values replace.
-func merge(dst, src map[string]any) {
-	for k, v := range src {
-		if sm, ok := v.(map[string]any); ok {
-			if dm, ok := dst[k].(map[string]any); ok {
-				merge(dm, sm)
-				continue
-			}
-			cp := map[string]any{}
-			merge(cp, sm)
-			dst[k] = cp
-			continue
-		}
-		dst[k] = v
 	}
 }
 
@@ -646,45 +630,20 @@ func (s *settings) componentArgs(comp Component, defaults ...arg) []arg {
 	return list
 }
 
-// argsYAML renders args as a kubeadm v1beta4 extraArgs list at the given
-// indentation; "" when there are none.
-func argsYAML(key, indent string, args []arg) string {
-	if len(args) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s%s:\n", indent, key)
-	for _, a := range args {
-		fmt.Fprintf(&b, "%s- name: %s\n%s  value: %s\n", indent, a.name, indent, strconv.Quote(a.value))
-	}
-	return b.String()
-}
-
-// taintsYAML is node i's nodeRegistration.taints, "" for kubeadm's
-// default (the control-plane taint on a control plane, none on a worker).
-func (s *settings) taintsYAML(n *Node, singleNode bool) string {
-	var ts []taint
-	if (n.index == 0 || n.role == RoleControlPlane) && !singleNode && len(s.nodeTaints[n.index]) > 0 {
+// taints are node n's taints as kubeadm's nodeRegistration takes them:
+// none for kubeadm's default (the control-plane taint on a control plane,
+// none on a worker), and untainted for a control plane that must run
+// workloads.
+func (s *settings) taints(n *Node, singleNode bool) (taints []bootstrap.Taint, untainted bool) {
+	isControlPlane := n.index == 0 || n.role == RoleControlPlane
+	if isControlPlane && !singleNode && len(s.nodeTaints[n.index]) > 0 {
 		// Given taints replace kubeadm's default: keep it.
-		ts = append(ts, taint{key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule"})
+		taints = append(taints, bootstrap.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: "NoSchedule"})
 	}
-	ts = append(ts, s.nodeTaints[n.index]...)
-	if len(ts) == 0 {
-		if (n.index == 0 || n.role == RoleControlPlane) && singleNode {
-			// An empty list, unlike none, tells kubeadm not to taint the
-			// control plane: a single node must run workloads.
-			return "  taints: []\n"
-		}
-		return ""
+	for _, t := range s.nodeTaints[n.index] {
+		taints = append(taints, bootstrap.Taint{Key: t.key, Value: t.value, Effect: t.effect})
 	}
-	var b strings.Builder
-	b.WriteString("  taints:\n")
-	for _, t := range ts {
-		fmt.Fprintf(&b, "  - key: %s\n", t.key)
-		if t.value != "" {
-			fmt.Fprintf(&b, "    value: %s\n", strconv.Quote(t.value))
-		}
-		fmt.Fprintf(&b, "    effect: %s\n", t.effect)
-	}
-	return b.String()
+	// An empty list, unlike none, tells kubeadm not to taint the control
+	// plane: a single node must run workloads.
+	return taints, len(taints) == 0 && isControlPlane && singleNode
 }

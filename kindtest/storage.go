@@ -2,11 +2,11 @@ package kindtest
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // Every cluster has a default StorageClass, "standard", served by Rancher's
@@ -42,21 +42,14 @@ const (
 // once: nothing in Start waits for them. The apply is retried, the API
 // server being busy right after start.
 func (c *Cluster) startLateAddons(ctx context.Context) error {
-	var files []string
+	var manifests []string
 	if !c.cfg.withoutStorage {
-		files = append(files, "-f", storageManifestPath)
+		manifests = append(manifests, storageManifestPath)
 	}
 	if c.cfg.networkPolicyEnforced() {
-		files = append(files, "-f", networkPolicyManifestPath)
+		manifests = append(manifests, networkPolicyManifestPath)
 	}
-	script := fmt.Sprintf(`(
-  for i in $(seq 30); do
-    kubectl --kubeconfig %s apply %s && exit 0
-    sleep 1
-  done
-  exit 1
-) </dev/null >%s 2>&1 &`, adminKubeconfig, strings.Join(files, " "), storageLog)
-	if _, err := c.ControlPlane().sh(ctx, script); err != nil {
+	if _, err := c.ControlPlane().run(ctx, bootstrap.LateAddonsCommand(adminKubeconfig, storageLog, manifests...)...); err != nil {
 		return c.nodeError(c.ControlPlane(), "start applying the storage and network policy manifests", err)
 	}
 	return nil

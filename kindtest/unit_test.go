@@ -166,50 +166,6 @@ func TestKubeadmConfig(t *testing.T) {
 	if !strings.Contains(join, "failCgroupV1: false") {
 		t.Error("cgroup v1 join config lacks failCgroupV1: false")
 	}
-	if !strings.Contains(cniConfig(3), `"subnet": "10.244.3.0/24"`) {
-		t.Error("node 3's pod range")
-	}
-}
-
-func TestFitCoreDNS(t *testing.T) {
-	printed := `---
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: coredns
-spec:
-  replicas: 2
-  template:
-    spec:
-      containers:
-      - name: coredns
-        readinessProbe:
-          httpGet:
-            path: /ready
----
-apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: coredns
-`
-	out, err := fitCoreDNS(printed, 1, "172.18.0.2", 6443)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: coredns\n---\napiVersion: apps/v1\nkind: Deployment\n"
-	if !strings.HasPrefix(out, want) {
-		t.Errorf("the service account must come before the Deployment:\n%s", out)
-	}
-	if !strings.Contains(out, "\n  replicas: 1\n") || !strings.Contains(out, "        readinessProbe:\n          periodSeconds: 1\n          httpGet:") ||
-		!strings.Contains(out, "        env:\n        - name: KUBERNETES_SERVICE_HOST\n          value: 172.18.0.2\n        - name: KUBERNETES_SERVICE_PORT\n          value: \"6443\"\n") {
-		t.Errorf("replicas or probe period not adjusted:\n%s", out)
-	}
-	if _, err := fitCoreDNS(strings.ReplaceAll(printed, "readinessProbe", "livenessProbe"), 1, "h", 1); err == nil {
-		t.Error("a Deployment without a readiness probe: no error")
-	}
-	if _, err := fitCoreDNS("apiVersion: v1\nkind: ServiceAccount\n", 1, "h", 1); err == nil {
-		t.Error("no Deployment: no error")
-	}
 }
 
 func TestEmptyClusterNamesRefused(t *testing.T) {

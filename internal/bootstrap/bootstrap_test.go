@@ -1,0 +1,291 @@
+package bootstrap
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var updateGolden = flag.Bool("update-golden", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name (rewritten with -update-golden
+// after a deliberate change: read the diff).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if *updateGolden {
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(want, got) {
+		t.Errorf("%s differs from the rendered output (run with -update-golden after a deliberate change):\n%s", file, got)
+	}
+}
+
+// yamlDocs decodes every document of s.
+func yamlDocs(t *testing.T, s string) []map[string]any {
+	t.Helper()
+	dec := yaml.NewDecoder(strings.NewReader(s))
+	var docs []map[string]any
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return docs
+		} else if err != nil {
+			t.Fatalf("document %d is not YAML: %v\n%s", len(docs), err, s)
+		}
+		docs = append(docs, doc)
+	}
+}
+
+func TestKubeletConfigGolden(t *testing.T) {
+	k := KubeletConfig{
+		CgroupV1: true,
+		Fields: map[string]any{
+			"maxPods":        50,
+			"evictionHard":   map[string]any{"memory.available": "1Mi"},
+			"systemReserved": map[string]any{"cpu": "100m", "memory": "100Mi"},
+		},
+		FeatureGates: map[string]bool{"ContainerStopSignals": true, "APIServerIdentity": false},
+	}
+	got := k.YAML()
+	golden(t, "kubelet.golden", []byte(got))
+	if docs := yamlDocs(t, got); len(docs) != 1 || docs[0]["kind"] != "KubeletConfiguration" {
+		t.Errorf("not one KubeletConfiguration:\n%s", got)
+	}
+	// Merging copies: the caller's fields are left as they were.
+	if len(k.Fields["evictionHard"].(map[string]any)) != 1 {
+		t.Errorf("the caller's fields were changed: %v", k.Fields)
+	}
+	v2 := KubeletConfig{}.YAML()
+	if strings.Contains(v2, "failCgroupV1") || strings.Contains(v2, "featureGates") || !strings.Contains(v2, "cgroupDriver: systemd\n") {
+		t.Errorf("cgroup v2 default: want the systemd driver, no failCgroupV1 and no gates:\n%s", v2)
+	}
+}
+
+func TestMerge(t *testing.T) {
+	dst := map[string]any{"a": map[string]any{"x": 1, "y": 2}, "b": 1}
+	src := map[string]any{"a": map[string]any{"y": 3}, "b": map[string]any{"z": 4}, "c": []any{1}}
+	Merge(dst, src)
+	want := map[string]any{"a": map[string]any{"x": 1, "y": 3}, "b": map[string]any{"z": 4}, "c": []any{1}}
+	got, _ := json.Marshal(dst)
+	if w, _ := json.Marshal(want); !bytes.Equal(got, w) {
+		t.Errorf("merged %s, want %s", got, w)
+	}
+	src["b"].(map[string]any)["z"] = 5
+	if dst["b"].(map[string]any)["z"] != 4 {
+		t.Error("a mapping of src is shared with dst")
+	}
+}
+
+func TestCNIConfigGolden(t *testing.T) {
+	got := CNIConfig("10.244.3.0/24")
+	golden(t, "cni.golden", got)
+	var list struct {
+		CNIVersion string
+		Plugins    []struct {
+			Type string
+			IPAM struct {
+				Ranges [][]struct{ Subnet string }
+			}
+		}
+	}
+	if err := json.Unmarshal(got, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Plugins) != 2 || list.Plugins[0].Type != "bridge" || list.Plugins[0].IPAM.Ranges[0][0].Subnet != "10.244.3.0/24" || list.Plugins[1].Type != "portmap" {
+		t.Errorf("want a bridge on 10.244.3.0/24, then portmap:\n%s", got)
+	}
+}
+
+// testdata/coredns-kubeadm.yaml is what `kubeadm init phase addon coredns
+// --print-manifest` prints for kindtest's cluster (Kubernetes v1.37.2).
+func TestFitCoreDNSGolden(t *testing.T) {
+	printed, err := os.ReadFile("testdata/coredns-kubeadm.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FitCoreDNS(string(printed), 1, "172.18.0.2", 6443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "coredns.golden", []byte(got))
+
+	docs := yamlDocs(t, got)
+	var kinds []string
+	for _, d := range docs {
+		kinds = append(kinds, d["kind"].(string))
+	}
+	if want := []string{"ConfigMap", "Service", "ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Deployment"}; !slices.Equal(kinds, want) {
+		t.Errorf("kinds %v, want %v: the Deployment after the service account", kinds, want)
+	}
+	var dep struct {
+		Spec struct {
+			Replicas int
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Env            []struct{ Name, Value string }
+						ReadinessProbe struct {
+							PeriodSeconds int                   `yaml:"periodSeconds"`
+							HTTPGet       struct{ Path string } `yaml:"httpGet"`
+						} `yaml:"readinessProbe"`
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(got[strings.LastIndex(got, "---\n"):]), &dep); err != nil {
+		t.Fatal(err)
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	if dep.Spec.Replicas != 1 || c.ReadinessProbe.PeriodSeconds != 1 || c.ReadinessProbe.HTTPGet.Path != "/ready" {
+		t.Errorf("replicas %d, probe period %d, probe path %q: want 1, 1, /ready", dep.Spec.Replicas, c.ReadinessProbe.PeriodSeconds, c.ReadinessProbe.HTTPGet.Path)
+	}
+	if want := []struct{ Name, Value string }{{"KUBERNETES_SERVICE_HOST", "172.18.0.2"}, {"KUBERNETES_SERVICE_PORT", "6443"}}; !slices.Equal(c.Env, want) {
+		t.Errorf("env %v, want %v", c.Env, want)
+	}
+}
+
+func TestFitCoreDNSEdits(t *testing.T) {
+	// A container that has env and a probe period already: they are
+	// extended and set, not written twice.
+	printed := `apiVersion: apps/v1
+kind: Deployment
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: coredns
+        env:
+        - name: A
+          value: b
+        readinessProbe:
+          periodSeconds: 10
+`
+	got, err := FitCoreDNS(printed, 2, "10.0.0.1", 443)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"  replicas: 2\n", "- name: A\n", "- name: KUBERNETES_SERVICE_HOST\n", "value: \"443\"\n", "periodSeconds: 1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "env:") != 1 || strings.Count(got, "periodSeconds") != 1 {
+		t.Errorf("env or periodSeconds written twice:\n%s", got)
+	}
+	for _, bad := range []string{
+		strings.ReplaceAll(printed, "readinessProbe", "livenessProbe"),
+		"apiVersion: v1\nkind: ServiceAccount\n",
+		"kind: Deployment\nspec: [\n",
+	} {
+		if _, err := FitCoreDNS(bad, 1, "h", 1); err == nil {
+			t.Errorf("no error for:\n%s", bad)
+		}
+	}
+}
+
+func TestCommands(t *testing.T) {
+	// SHELL -c SCRIPT NAME ARGS...
+	check := func(cmd []string, name string, args ...string) {
+		t.Helper()
+		if len(cmd) < 4 || cmd[1] != "-c" || !strings.HasPrefix(cmd[2], "#!/bin/"+cmd[0]+"\n") || cmd[3] != name || !slices.Equal(cmd[4:], args) {
+			t.Errorf("command %q: want SHELL -c <%s> %s %q", cmd, name, name, args)
+		}
+	}
+	check(ProvisionCommand(""), "provision.sh")
+	check(ProvisionCommand("0123abcd"), "provision.sh", "0123abcd")
+	check(NodeNetworkCommand(NodeNetwork{}), "node-network.sh")
+	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.1.0/24", ClusterPodSubnet: "10.244.0.0/16", BridgeNetfilter: true,
+		Routes: []Route{{"10.244.0.0/24", "172.18.0.2"}, {"10.244.2.0/24", "172.18.0.4"}}}),
+		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "10.244.1.0/24", "10.244.0.0/16", "on", "10.244.0.0/24", "172.18.0.2", "10.244.2.0/24", "172.18.0.4")
+	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
+		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
+	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	check(KubeadmInitCommand(KubeadmInit{APIServerPort: 6443, Kubeconfig: "/a.conf", Addons: "/a.yaml", AddonsLog: "/a.log", Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
+		"kubeadm-init.sh", "6443", "/a.conf", "/a.yaml", "/a.log", "/c.yaml", "/i.log", "timeout", "3")
+	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
+	check(CleanNamespacesCommand("/a.conf"), "clean-namespaces.sh", "/a.conf")
+	check(MemoryCommand(), "memory.sh")
+	if cmd := WaitJobCommand("/a.conf", "job/x", "default", "30s"); cmd[0] != "bash" {
+		t.Errorf("wait-job.sh needs bash (wait -n -p), runs with %s", cmd[0])
+	} else {
+		check(cmd, "wait-job.sh", "/a.conf", "job/x", "default", "30s")
+	}
+	check(ImportImagesCommand("linux/amd64", []ImageLabel{{"docker.io/library/a:1", "k=sha256:aa"}}), "import-images.sh", "linux/amd64", "docker.io/library/a:1", "k=sha256:aa")
+	hosts := []RegistryHosts{{Name: "localhost:5001", Server: "http://c-registry:5000"}, {Name: "docker.io", Mirrors: []string{"http://m1:5000", "https://m2/v2"}}}
+	check(RegistryHostsCommand("/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/", hosts), "registry-hosts.sh", "/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/",
+		"localhost:5001", hosts[0].TOML(), "docker.io", hosts[1].TOML())
+	if net := NodeNetworkCommand(NodeNetwork{}); !strings.Contains(net[2], CNIConfigPath) {
+		t.Errorf("node-network.sh does not write %s", CNIConfigPath)
+	}
+}
+
+func TestRegistryHostsTOML(t *testing.T) {
+	own := RegistryHosts{Name: "localhost:5001", Server: "http://c-registry:5000"}.TOML()
+	if want := "server = \"http://c-registry:5000\"\n\n[host.\"http://c-registry:5000\"]\n  capabilities = [\"pull\", \"resolve\", \"push\"]\n"; own != want {
+		t.Errorf("the cluster's registry:\n%s\nwant:\n%s", own, want)
+	}
+	mirrored := RegistryHosts{Name: "docker.io", Mirrors: []string{"http://m1:5000", "https://m2/v2"}}.TOML()
+	if want := "[host.\"http://m1:5000\"]\n  capabilities = [\"pull\", \"resolve\"]\n\n[host.\"https://m2/v2\"]\n  capabilities = [\"pull\", \"resolve\"]\n\n"; mirrored != want {
+		t.Errorf("mirrors, in order:\n%s\nwant:\n%s", mirrored, want)
+	}
+}
+
+// TestScriptsLint checks every embedded script: its shell's syntax check
+// always, and shellcheck, which CI installs (.ci/run). Each script runs
+// under the shell its #! line names (sh, the node's dash, or bash), and
+// shellcheck checks it as that shell's.
+func TestScriptsLint(t *testing.T) {
+	names, err := fs.Glob(scripts, "scripts/*.sh")
+	if err != nil || len(names) == 0 {
+		t.Fatalf("no embedded scripts (%v)", err)
+	}
+	_, lookErr := exec.LookPath("shellcheck")
+	for _, name := range names {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			text, err := fs.ReadFile(scripts, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shell := interpreter(string(text))
+			if shell != "sh" && shell != "bash" {
+				t.Fatalf("#! names %s: the nodes run sh and bash scripts", shell)
+			}
+			syntax := exec.Command(shell, "-n")
+			syntax.Stdin = bytes.NewReader(text)
+			if out, err := syntax.CombinedOutput(); err != nil {
+				t.Fatalf("%s -n: %v\n%s", shell, err, out)
+			}
+			if lookErr != nil {
+				if os.Getenv("CI") != "" {
+					t.Fatal("shellcheck is not installed (apt-get install shellcheck)")
+				}
+				t.Skipf("shellcheck is not installed (apt-get install shellcheck): only %s -n checked the script", shell)
+			}
+			lint := exec.Command("shellcheck", "-s", shell, "-")
+			lint.Stdin = bytes.NewReader(text)
+			if out, err := lint.CombinedOutput(); err != nil {
+				t.Errorf("shellcheck: %v\n%s", err, out)
+			}
+		})
+	}
+}

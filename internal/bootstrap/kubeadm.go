@@ -1,0 +1,199 @@
+package bootstrap
+
+import (
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Arg is a component's command-line flag, --Name=Value.
+type Arg struct{ Name, Value string }
+
+// Taint is a node taint, Key[=Value]:Effect.
+type Taint struct{ Key, Value, Effect string }
+
+// NodeRegistration is how a node registers: kubeadm's nodeRegistration.
+type NodeRegistration struct {
+	// Name is the node's name.
+	Name string
+	// CRISocket is the container runtime's endpoint.
+	CRISocket string
+	// KubeletArgs are the kubelet's flags, in order.
+	KubeletArgs []Arg
+	// Taints are the node's taints; none leaves kubeadm's default (the
+	// control-plane taint on a control plane).
+	Taints []Taint
+	// Untainted, with no Taints, writes an empty taint list, which tells
+	// kubeadm not to taint a control plane.
+	Untainted bool
+}
+
+// KubeletConfig is a node's KubeletConfiguration: kindtest's fields
+// (systemd's cgroup driver, no swap check, no image garbage collection,
+// no disk-pressure evictions), Fields merged over them and the gates.
+type KubeletConfig struct {
+	// CgroupV1 says the node runs on a cgroup v1 host, which the kubelet
+	// refuses unless told otherwise.
+	CgroupV1 bool
+	// Fields are more KubeletConfiguration fields, merged as Merge does.
+	Fields map[string]any
+	// FeatureGates are the kubelet's feature gates.
+	FeatureGates map[string]bool
+}
+
+// InitConfig is what the first control plane's kubeadm configuration
+// holds: its InitConfiguration, ClusterConfiguration,
+// KubeletConfiguration and KubeProxyConfiguration.
+type InitConfig struct {
+	// ClusterName is kubeadm's name of the cluster.
+	ClusterName string
+	// KubernetesVersion is the version the node image carries.
+	KubernetesVersion string
+	// Token is the bootstrap token the other nodes join with.
+	Token string
+	// AdvertiseAddress is the control plane's address.
+	AdvertiseAddress string
+	// APIServerPort is where the API server listens, on the control plane
+	// and on ControlPlaneEndpoint.
+	APIServerPort int
+	// ControlPlaneEndpoint is the host of the address every node reaches
+	// the API server at.
+	ControlPlaneEndpoint string
+	// Node is how the control plane registers.
+	Node NodeRegistration
+	// Timeout is every time limit kubeadm has.
+	Timeout time.Duration
+	// CertSANs are the API server certificate's names besides 127.0.0.1
+	// and localhost.
+	CertSANs []string
+	// PodSubnet is the cluster's pod range, also kube-proxy's cluster CIDR.
+	PodSubnet string
+	// ServiceSubnet is the cluster's Service range.
+	ServiceSubnet string
+	// DNSDomain is the cluster's DNS domain.
+	DNSDomain string
+	// EtcdArgs, APIServerArgs, ControllerManagerArgs and SchedulerArgs
+	// are the control plane's components' flags, in order.
+	EtcdArgs, APIServerArgs, ControllerManagerArgs, SchedulerArgs []Arg
+	// Kubelet is the control plane's kubelet configuration.
+	Kubelet KubeletConfig
+	// FeatureGates are kube-proxy's feature gates (the other components
+	// take theirs in their flags or in Kubelet).
+	FeatureGates map[string]bool
+}
+
+// JoinConfig is what a joining node's kubeadm configuration holds: its
+// JoinConfiguration and KubeletConfiguration.
+type JoinConfig struct {
+	// APIServerEndpoint is the host the node joins through, on
+	// APIServerPort.
+	APIServerEndpoint string
+	// APIServerPort is the API server's port, there and on a joining
+	// control plane.
+	APIServerPort int
+	// Token is the bootstrap token.
+	Token string
+	// ControlPlaneAddress is a joining control plane's own address, where
+	// its API server listens; "" for a worker.
+	ControlPlaneAddress string
+	// Node is how the node registers.
+	Node NodeRegistration
+	// Timeout is every time limit kubeadm has.
+	Timeout time.Duration
+	// Kubelet is the node's kubelet configuration.
+	Kubelet KubeletConfig
+}
+
+//go:embed kubeadm.tmpl
+var kubeadmTemplate string
+
+var templates = template.Must(template.New("kubeadm").Funcs(template.FuncMap{
+	"quote":   strconv.Quote,
+	"kubelet": KubeletConfig.YAML,
+	"args": func(indent, key string, args []Arg) argList {
+		return argList{Indent: indent, Key: key, Args: args}
+	},
+}).Parse(kubeadmTemplate))
+
+// argList is an extraArgs list as the template writes it.
+type argList struct {
+	Indent, Key string
+	Args        []Arg
+}
+
+// YAML renders the first control plane's kubeadm configuration.
+func (c InitConfig) YAML() string { return render("init", c) }
+
+// YAML renders a joining node's kubeadm configuration.
+func (c JoinConfig) YAML() string { return render("join", c) }
+
+// render executes a template of kubeadm.tmpl. Its data are fixed structs
+// of strings, numbers and maps, so a failure is a bug of this package,
+// which its golden tests catch.
+func render(name string, data any) string {
+	var b strings.Builder
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		panic(fmt.Sprintf("bootstrap: render %s: %v", name, err))
+	}
+	return b.String()
+}
+
+// YAML renders k as a KubeletConfiguration document, its fields sorted.
+// The kubelet and containerd both use systemd's cgroup driver, on cgroup
+// v1 and v2 alike.
+func (k KubeletConfig) YAML() string {
+	cfg := map[string]any{
+		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
+		"kind":                        "KubeletConfiguration",
+		"cgroupDriver":                "systemd",
+		"failSwapOn":                  false,
+		"serializeImagePulls":         false,
+		"imageGCHighThresholdPercent": 100,
+		// No disk-pressure evictions: the nodes share the host's disk.
+		"evictionHard": map[string]any{
+			"imagefs.available": "0%",
+			"nodefs.available":  "0%",
+			"nodefs.inodesFree": "0%",
+		},
+	}
+	if k.CgroupV1 {
+		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
+		// runners) unless told otherwise; on v2 the default stands.
+		cfg["failCgroupV1"] = false
+	}
+	Merge(cfg, k.Fields)
+	if len(k.FeatureGates) > 0 {
+		cfg["featureGates"] = k.FeatureGates
+	}
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfg); err != nil {
+		// Only maps, strings, numbers and booleans are in it.
+		panic(fmt.Sprintf("bootstrap: kubelet configuration: %v", err))
+	}
+	return b.String()
+}
+
+// Merge merges src into dst: mappings key by key, any other value
+// replaces dst's. Mappings of src are copied, not shared.
+func Merge(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				Merge(dm, sm)
+				continue
+			}
+			cp := map[string]any{}
+			Merge(cp, sm)
+			dst[k] = cp
+			continue
+		}
+		dst[k] = v
+	}
+}
