@@ -20,14 +20,6 @@ const DefaultKubernetesVersion = "v1.37.2"
 // image kindtest runs its nodes from unless told otherwise.
 const DefaultNodeImage = "kindtest/node:" + DefaultKubernetesVersion
 
-// Labels Build puts on the node image.
-const (
-	// LabelContentHash holds the hash of the image's inputs.
-	LabelContentHash = "io.kindtest.content-hash"
-	// LabelKubernetesVersion holds the Kubernetes version in the image.
-	LabelKubernetesVersion = "io.kindtest.kubernetes-version"
-)
-
 // Logger receives progress lines; *log.Logger and testing.T's Logf adapters
 // satisfy it.
 type Logger interface {

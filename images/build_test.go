@@ -11,6 +11,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/enginetest"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 type testLogger struct{ t *testing.T }
@@ -43,9 +44,9 @@ func TestNodeImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if img.Labels[LabelContentHash] != res.ContentHash || img.Labels[LabelKubernetesVersion] != res.KubernetesVersion {
+	if img.Labels[lifetime.LabelImageContentHash] != res.ContentHash || img.Labels[lifetime.LabelImageKubernetesVersion] != res.KubernetesVersion {
 		t.Errorf("image labels %v: want %s=%s and %s=%s", img.Labels,
-			LabelContentHash, res.ContentHash, LabelKubernetesVersion, res.KubernetesVersion)
+			lifetime.LabelImageContentHash, res.ContentHash, lifetime.LabelImageKubernetesVersion, res.KubernetesVersion)
 	}
 
 	again, err := Build(ctx)
@@ -122,7 +123,7 @@ func TestNodeImage(t *testing.T) {
 func startNode(ctx context.Context, t *testing.T, cli *docker.Client, image string) string {
 	t.Helper()
 	name := fmt.Sprintf("kindtest-images-test-%d", time.Now().UnixNano())
-	labels := map[string]string{"io.kindtest.test": "images"}
+	labels := map[string]string{"dev.kindtest.test": "images"}
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()

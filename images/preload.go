@@ -11,11 +11,8 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
-
-// labelBuild marks the containers and volume of a build, for a sweep after
-// a crash; its value is the short content hash.
-const labelBuild = "io.kindtest.build"
 
 // preload loads the component images into the node's containerd at build
 // time, so that no node imports them at boot.
@@ -33,16 +30,16 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	short := b.res.ContentHash[:hashLength]
 	name := "kindtest-build-" + short
 	loaderName, commitName := name+"-load", name+"-commit"
-	labels := map[string]string{labelBuild: short}
+	labels := map[string]string{lifetime.LabelBuild: short}
 
-	// The loader and its volume carry labelBuild, so that this also sweeps
+	// The loader and its volume carry LabelBuild, so that this also sweeps
 	// what a killed build left. The commit container does not: its labels
 	// would end up in the image.
 	cleanup := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		return errors.Join(
-			b.cli.RemoveLabelled(cctx, map[string]string{labelBuild: ""}),
+			b.cli.RemoveLabelled(cctx, map[string]string{lifetime.LabelBuild: ""}),
 			b.cli.RemoveContainer(cctx, commitName),
 		)
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
@@ -41,9 +42,6 @@ func ReaperRef(nodeRef string) string {
 	_, tag, _ := strings.Cut(ReaperImage, ":")
 	return path.Dir(repo) + "/reaper:" + tag
 }
-
-// labelBinaryHash on the reaper image holds the SHA-256 of its binary.
-const labelBinaryHash = "io.kindtest.binary-hash"
 
 // BuildReaper builds the reaper image: the kindtest command, built from the
 // checkout's root module (outside a checkout: from the kindtest module this
@@ -86,7 +84,7 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	defer cli.Close()
-	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[labelBinaryHash] == sum {
+	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum {
 		cfg.logger.Printf("%s image %s is up to date (%s)", what, ref, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
@@ -102,7 +100,7 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 	defer tarStream.Close()
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
 		Tags:   []string{ref},
-		Labels: map[string]string{labelBinaryHash: sum},
+		Labels: map[string]string{lifetime.LabelImageBinaryHash: sum},
 	}, nil); err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // RegistryImage is the reference BuildRegistry tags the registry image
@@ -69,7 +70,7 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 		return fmt.Errorf("build registry image: %w", err)
 	}
 	defer cli.Close()
-	if img, err := cli.InspectImage(ctx, RegistryImage); err == nil && img.Labels[labelBinaryHash] == sum {
+	if img, err := cli.InspectImage(ctx, RegistryImage); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum {
 		cfg.logger.Printf("registry image %s is up to date (%s)", RegistryImage, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
@@ -81,7 +82,7 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 	defer tarStream.Close()
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
 		Tags:   []string{RegistryImage},
-		Labels: map[string]string{labelBinaryHash: sum},
+		Labels: map[string]string{lifetime.LabelImageBinaryHash: sum},
 	}, nil); err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}

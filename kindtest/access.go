@@ -18,6 +18,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
@@ -500,15 +501,15 @@ func (f *forwarder) stop() {
 
 // namespaceAnnotation records, on a namespace made by Namespace, the full
 // name of the test it was made for.
-const namespaceAnnotation = "dev.kindtest/test"
+const namespaceAnnotation = lifetime.KubeAnnotationTest
 
 // namespaceDeleteTimeout bounds the wait for a test's namespace to be gone.
 const namespaceDeleteTimeout = 2 * time.Minute
 
 // Namespace creates a namespace for the test and returns its name: the
 // test's name made DNS-safe and a random suffix, at most 63 characters,
-// labelled with the cluster (LabelCluster) and the session (LabelSession)
-// and annotated with the test's full name. At the test's cleanup its pods
+// labelled with the cluster (NamespaceLabelCluster) and the session
+// (NamespaceLabelSession) and annotated with the test's full name. At the test's cleanup its pods
 // are deleted without a grace period, then the namespace, and the cleanup
 // waits (up to 2 minutes) until it is gone. t may be a parallel subtest
 // or Ginkgo's GinkgoT(). A failure, and a call after the cluster was
@@ -542,7 +543,7 @@ func (c *Cluster) Namespace(t TB) string {
 		"kind":       "Namespace",
 		"metadata": map[string]any{
 			"name":        name,
-			"labels":      map[string]string{LabelCluster: c.name, LabelSession: Session()},
+			"labels":      map[string]string{NamespaceLabelCluster: c.name, NamespaceLabelSession: Session()},
 			"annotations": map[string]string{namespaceAnnotation: t.Name()},
 		},
 	}

@@ -483,7 +483,7 @@ spec:
 		if len(made) != 10 {
 			t.Fatalf("%d namespaces made, want 10", len(made))
 		}
-		res, err := c.Kubectl(ctx, "get", "namespaces", "-l", kindtest.LabelCluster+"="+c.Name(), "-o", "name")
+		res, err := c.Kubectl(ctx, "get", "namespaces", "-l", kindtest.NamespaceLabelCluster+"="+c.Name(), "-o", "name")
 		if err != nil || strings.TrimSpace(res.Stdout) != "" {
 			t.Errorf("namespaces left: %q %v", res.Stdout, err)
 		}

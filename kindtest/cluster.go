@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -182,7 +181,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 		dc.Close()
 		return nil, fmt.Errorf("kindtest: %w", err)
 	}
-	version := img.Labels[images.LabelKubernetesVersion]
+	version := lifetime.ImageKubernetesVersion(img.Labels)
 	if version == "" {
 		version = KubernetesVersion
 	}

@@ -19,12 +19,13 @@ import (
 	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // imageIDLabel is the containerd label LoadImage puts on the images it
 // imports into a node: the image's ID (config digest) in the engine, so
 // that a later load of the same image skips that node.
-const imageIDLabel = "dev.kindtest.image-id"
+const imageIDLabel = lifetime.LabelImageID
 
 // LoadImage copies images from the host's engine into the containerd of
 // every node, streaming one `docker save` to all nodes at once with no

@@ -35,6 +35,13 @@ const (
 	LabelReaper = lifetime.LabelReaper
 )
 
+// Label keys on the namespaces Namespace makes: Kubernetes objects carry
+// kindtest's keys in Kubernetes' prefix form.
+const (
+	NamespaceLabelCluster = lifetime.KubeLabelCluster
+	NamespaceLabelSession = lifetime.KubeLabelSession
+)
+
 // Node roles.
 const (
 	RoleControlPlane = "control-plane"

@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // Component names a Kubernetes component whose command line
@@ -293,7 +294,7 @@ func WithNodeLabels(node int, labels map[string]string) Option {
 }
 
 // nodeIndexLabel is the label kindtest puts on every node.
-const nodeIndexLabel = "kindtest.dev/node-index"
+const nodeIndexLabel = lifetime.KubeLabelNodeIndex
 
 var (
 	labelNamePattern = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)

@@ -21,6 +21,7 @@ import (
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/enginetest"
+	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -195,7 +196,7 @@ func TestRegistryPushPull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want.Labels[images.LabelContentHash] == "" {
+		if want.Labels[lifetime.LabelImageContentHash] == "" {
 			t.Fatalf("pushed %s is not a node image: labels %v", ref, want.Labels)
 		}
 		// Only the pushed names go: the node image stays under its own.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
+	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
@@ -44,7 +45,7 @@ var engineMmdebstrapArgs = []string{
 
 // LabelEngine marks the containers and volumes of test engines; the value
 // is "pid@boot-id" of the test process that made them.
-const LabelEngine = "dev.kindtest.test-engine"
+const LabelEngine = lifetime.LabelTestEngine
 
 // EngineImage is the reference of the engine image of this recipe.
 func EngineImage() string {

@@ -1,6 +1,7 @@
 // Package lifetime is the one home of what decides whether a kindtest
-// cluster outlives the process that made it: the label keys every
-// resource carries, the keep values, and the single rule that the library
+// cluster outlives the process that made it: every label key kindtest
+// writes (on engine objects, images and Kubernetes objects), the keep
+// values, and the single rule that the library
 // (at the end of a test, on a signal, at the test binary's deadline), the
 // orphan sweep and the reaper all apply.
 //
@@ -27,8 +28,13 @@ import (
 	"strings"
 )
 
-// Label keys on every container, network and volume kindtest creates, all
-// in one namespace.
+// All of kindtest's label keys name one namespace, kindtest.dev, each in
+// the convention of the system that holds the label: Docker's
+// reverse-DNS form ("dev.kindtest.") on containers, networks, volumes,
+// images and containerd's images; Kubernetes' prefix form
+// ("kindtest.dev/") on Kubernetes objects.
+
+// Label keys on every container, network and volume kindtest creates.
 const (
 	LabelCluster    = "dev.kindtest.cluster"
 	LabelSession    = "dev.kindtest.session"
@@ -43,6 +49,54 @@ const (
 	// LabelReaper marks reaper containers; they carry no cluster label.
 	LabelReaper = "dev.kindtest.reaper"
 )
+
+// Label keys on images, and on what builds them.
+const (
+	// LabelImageContentHash holds the hash of a node image's inputs.
+	LabelImageContentHash = "dev.kindtest.image.content-hash"
+	// LabelImageKubernetesVersion holds the Kubernetes version in a node
+	// image.
+	LabelImageKubernetesVersion = "dev.kindtest.image.kubernetes-version"
+	// LegacyLabelImageKubernetesVersion is LabelImageKubernetesVersion on
+	// node images built before the keys moved into one namespace; it is
+	// still read when the new key is missing.
+	LegacyLabelImageKubernetesVersion = "io.kindtest.kubernetes-version"
+	// LabelImageBinaryHash holds the SHA-256 of the one binary of a small
+	// image (the reaper, the registry, the load balancer).
+	LabelImageBinaryHash = "dev.kindtest.image.binary-hash"
+	// LabelBuild marks the containers and volume of a node image build,
+	// for a sweep after a killed build.
+	LabelBuild = "dev.kindtest.build"
+	// LabelImageID is the containerd label LoadImage puts on the images it
+	// imports into a node: the Docker image ID it came from.
+	LabelImageID = "dev.kindtest.image-id"
+	// LabelTestEngine marks the containers and volumes of the project's
+	// own test engines (internal/enginetest).
+	LabelTestEngine = "dev.kindtest.test-engine"
+)
+
+// Label and annotation keys on Kubernetes objects.
+const (
+	// KubeLabelCluster and KubeLabelSession are on the namespaces that
+	// Namespace makes: the cluster's name and the session.
+	KubeLabelCluster = "kindtest.dev/cluster"
+	KubeLabelSession = "kindtest.dev/session"
+	// KubeLabelNodeIndex is on every Kubernetes node: its index in the
+	// cluster (0 is the first control plane).
+	KubeLabelNodeIndex = "kindtest.dev/node-index"
+	// KubeAnnotationTest is on the namespaces that Namespace makes: the
+	// full name of the test they were made for.
+	KubeAnnotationTest = "kindtest.dev/test"
+)
+
+// ImageKubernetesVersion reads the Kubernetes version from a node image's
+// labels, under the current key or the legacy one; "" when neither is there.
+func ImageKubernetesVersion(labels map[string]string) string {
+	if v := labels[LabelImageKubernetesVersion]; v != "" {
+		return v
+	}
+	return labels[LegacyLabelImageKubernetesVersion]
+}
 
 // Keep values of LabelKeep.
 const (

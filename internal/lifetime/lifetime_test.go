@@ -1,6 +1,9 @@
 package lifetime
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestOutlives(t *testing.T) {
 	all := []Outcome{Passed, Failed, Interrupted, Vanished}
@@ -35,6 +38,40 @@ func TestCheckClusterName(t *testing.T) {
 	for _, good := range []string{"kt-0123abcd", "child-1", "a"} {
 		if err := CheckClusterName(good); err != nil {
 			t.Errorf("%q: %v", good, err)
+		}
+	}
+}
+
+func TestImageKubernetesVersion(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{LabelImageKubernetesVersion: "v1.37.2"}, "v1.37.2"},
+		{map[string]string{LegacyLabelImageKubernetesVersion: "v1.36.3"}, "v1.36.3"},
+		{map[string]string{LabelImageKubernetesVersion: "v1.37.2", LegacyLabelImageKubernetesVersion: "v1.36.3"}, "v1.37.2"},
+		{nil, ""},
+	} {
+		if got := ImageKubernetesVersion(tc.labels); got != tc.want {
+			t.Errorf("ImageKubernetesVersion(%v) = %q, want %q", tc.labels, got, tc.want)
+		}
+	}
+}
+
+// TestOneNamespace holds every key to the one namespace, in the form of
+// the system that keeps it.
+func TestOneNamespace(t *testing.T) {
+	engine := []string{LabelCluster, LabelSession, LabelRole, LabelNodeIndex, LabelOwnerHost, LabelOwnerPID,
+		LabelOwnerStart, LabelCreated, LabelKeep, LabelReuse, LabelReaper, LabelImageContentHash,
+		LabelImageKubernetesVersion, LabelImageBinaryHash, LabelBuild, LabelImageID, LabelTestEngine}
+	for _, k := range engine {
+		if !strings.HasPrefix(k, "dev.kindtest.") {
+			t.Errorf("engine label %q is not in dev.kindtest.", k)
+		}
+	}
+	for _, k := range []string{KubeLabelCluster, KubeLabelSession, KubeLabelNodeIndex, KubeAnnotationTest} {
+		if !strings.HasPrefix(k, "kindtest.dev/") {
+			t.Errorf("Kubernetes label %q is not in kindtest.dev/", k)
 		}
 	}
 }
