@@ -70,16 +70,31 @@ wait_docker() {
   return 1
 }
 
+# progress prints, every two minutes, what the nodes' containerd runs:
+# under emulation a phase can take many minutes, and the console is the
+# only view into the guest while it runs.
+progress() {
+  local n
+  while sleep 120; do
+    for n in $(docker ps --filter label=dev.kindtest.cluster --format '{{.Names}}'); do
+      say "progress at ${SECONDS}s: $n: $(docker exec "$n" sh -c 'ctr -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING' 2>/dev/null || echo '?') running containers"
+    done
+  done
+}
+
 # run_suite NAME PATTERN runs the suite's tests matching PATTERN.
 run_suite() {
-  local name=$1 pattern=$2 began rc
+  local name=$1 pattern=$2 began rc watcher
   began=$(date +%s)
   say "suite ($name): go test -run '$pattern'"
   mkdir -p "$share/artifacts-$name"
+  progress &
+  watcher=$!
   (cd /root && CI=true KINDTEST_IMAGE="$IMAGE" ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" \
     "$share/v2suite.test" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" -test.run "$pattern") 2>&1 |
     tee "$share/test-$name.log"
   rc=${PIPESTATUS[0]}
+  kill "$watcher" 2>/dev/null
   echo "$rc" >"$share/test-$name.rc"
   timing "suite-$name" $(($(date +%s) - began))
   say "suite ($name) exit code $rc"
