@@ -54,21 +54,6 @@ func networkingReuseKey(c *config) string {
 	return b.String()
 }
 
-// allocateNodeCIDRsOff is how kubeadmInitConfig turns off the
-// controller-manager's pod range allocation, kindtest fixing each node's.
-const allocateNodeCIDRsOff = `  - name: allocate-node-cidrs
-    value: "false"`
-
-// adjustKubeadmConfig fits a kubeadm configuration to the options of this
-// file: under WithoutDefaultCNI the controller-manager allocates pod
-// ranges, which CNI plugins read from the nodes.
-func (c *Cluster) adjustKubeadmConfig(cfg string) string {
-	if !c.cfg.noDefaultCNI {
-		return cfg
-	}
-	return strings.Replace(cfg, allocateNodeCIDRsOff, strings.Replace(allocateNodeCIDRsOff, `"false"`, `"true"`, 1), 1)
-}
-
 // waitAPIServer waits for the first readiness condition only, the API
 // server ready, for clusters whose nodes cannot be Ready before the test
 // installs a CNI plugin.

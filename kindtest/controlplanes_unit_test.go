@@ -64,13 +64,13 @@ func TestUnitControlPlaneNodes(t *testing.T) {
 func TestUnitControlPlanesKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2", role: RoleControlPlane}
 	const token = "abcdef.0123456789abcdef"
-	single := kubeadmInitConfig("c", KubernetesVersion, cp, "", token, false, time.Minute, &settings{})
+	single := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: token, timeout: time.Minute, settings: &settings{}})
 	for _, want := range []string{"controlPlaneEndpoint: 172.18.0.2:6443", "name: leader-elect\n    value: \"false\""} {
 		if !strings.Contains(single, want) {
 			t.Errorf("one control plane: init config lacks %q:\n%s", want, single)
 		}
 	}
-	ha := kubeadmInitConfig("c", KubernetesVersion, cp, "172.18.0.9", token, false, time.Minute, &settings{}, "c-lb", "172.18.0.9")
+	ha := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, endpoint: "172.18.0.9", token: token, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"c-lb", "172.18.0.9"}})
 	for _, want := range []string{"controlPlaneEndpoint: 172.18.0.9:6443", "advertiseAddress: 172.18.0.2", "  - c-lb\n  - 172.18.0.9\n", "  - 127.0.0.1\n"} {
 		if !strings.Contains(ha, want) {
 			t.Errorf("three control planes: init config lacks %q:\n%s", want, ha)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/kindtest/kindtest/images"
@@ -41,6 +42,42 @@ func newBootstrapToken() string {
 	return string(b[:6]) + "." + string(b[6:])
 }
 
+// initParams are the values of the first control plane's kubeadm
+// configuration that come from the cluster being made.
+type initParams struct {
+	cluster, version string
+	cp               *Node
+	// endpoint is the controlPlaneEndpoint's host when the cluster has
+	// several control planes (the load balancer's address), "" for one
+	// control plane, which is then its own endpoint.
+	endpoint string
+	token    string
+	// singleNode: the control plane is the only node, so it runs workloads
+	// (no control-plane taint).
+	singleNode bool
+	podRanges  podRanges
+	timeout    time.Duration
+	settings   *settings
+	// extraSANs are more addresses the API server's certificate names: a
+	// remote engine's address, where the API server is published, and the
+	// load balancer's name and address.
+	extraSANs []string
+}
+
+// podRanges says who gives each node its pod range.
+type podRanges int
+
+const (
+	// podRangesFixed: kindtest fixes each node's range (see nodePodSubnet)
+	// for its default pod network, and the controller-manager allocates
+	// none.
+	podRangesFixed podRanges = iota
+	// podRangesAllocated: the controller-manager allocates the ranges,
+	// which the test's own CNI plugin reads from the nodes
+	// (WithoutDefaultCNI).
+	podRangesAllocated
+)
+
 // kubeadmInitConfig is the control plane's kubeadm configuration: init,
 // cluster, kubelet and kube-proxy documents, tuned for a throwaway test
 // cluster (no image pulls, no disk-pressure evictions, no conntrack sysctls
@@ -50,14 +87,12 @@ func newBootstrapToken() string {
 // control plane to come up) are set to the create timeout, so that on a
 // slow or loaded machine the create timeout alone decides when to give up.
 //
-// endpoint is the controlPlaneEndpoint's host when the cluster has several
-// control planes (the load balancer's address), "" for one control plane,
-// which is then its own endpoint. extraSANs are more addresses the API
-// server's certificate names: a remote engine's address, where the API
-// server is published, and the load balancer's name and address.
-func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token string, singleNode bool, timeout time.Duration, s *settings, extraSANs ...string) string {
+// The values come in an initParams.
+func kubeadmInitConfig(p initParams) string {
+	cp, s := p.cp, p.settings
 	// One control plane: no lease to wait for before controllers start.
 	leaderElect := []arg{{"leader-elect", "false"}}
+	endpoint := p.endpoint
 	if endpoint == "" {
 		endpoint = cp.ip
 	} else {
@@ -65,18 +100,17 @@ func kubeadmInitConfig(cluster, version string, cp *Node, endpoint string, token
 		// at a time, chosen by lease, as in any HA cluster.
 		leaderElect = nil
 	}
-	// Each node's pod range is fixed by kindtest (see nodePodSubnet).
-	cmBase := append([]arg{{"allocate-node-cidrs", "false"}}, leaderElect...)
+	cmBase := append([]arg{{"allocate-node-cidrs", strconv.FormatBool(p.podRanges == podRangesAllocated)}}, leaderElect...)
 	return bootstrap.InitConfig{
-		ClusterName:          cluster,
-		KubernetesVersion:    version,
-		Token:                token,
+		ClusterName:          p.cluster,
+		KubernetesVersion:    p.version,
+		Token:                p.token,
 		AdvertiseAddress:     cp.ip,
 		APIServerPort:        apiServerPort,
 		ControlPlaneEndpoint: endpoint,
-		Node:                 nodeRegistration(cp, s, singleNode),
-		Timeout:              timeout,
-		CertSANs:             append([]string{cp.ip, cp.name}, extraSANs...),
+		Node:                 nodeRegistration(cp, s, p.singleNode),
+		Timeout:              p.timeout,
+		CertSANs:             append([]string{cp.ip, cp.name}, p.extraSANs...),
 		PodSubnet:            podSubnet,
 		ServiceSubnet:        serviceSubnet,
 		DNSDomain:            dnsDomain,

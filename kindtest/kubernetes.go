@@ -80,6 +80,19 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
 	return nil
 }
 
+// initParams are the values of cp's kubeadm init configuration.
+func (c *Cluster) initParams(cp *Node) initParams {
+	p := initParams{
+		cluster: c.name, version: c.kubernetesVersion, cp: cp, endpoint: c.lbIP, token: c.token,
+		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
+		extraSANs: append(c.place.certSANs(), c.lbSANs()...),
+	}
+	if c.cfg.noDefaultCNI {
+		p.podRanges = podRangesAllocated
+	}
+	return p
+}
+
 // prepareControlPlane writes the control plane's kubeadm configuration
 // and runs the init phases that need no running system, before boot.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
@@ -87,7 +100,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 		return err
 	}
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.name, c.kubernetesVersion, cp, c.lbIP, c.token, c.cfg.workers == 0, c.cfg.createTimeout, &c.cfg.settings, append(c.place.certSANs(), c.lbSANs()...)...)); err != nil {
+	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.initParams(cp))); err != nil {
 		return err
 	}
 	// kindtest applies the kube-proxy and CoreDNS add-ons itself, from
@@ -195,7 +208,6 @@ func (c *Cluster) printAddon(ctx context.Context, cp *Node, name string, out *st
 }
 
 func (c *Cluster) writeKubeadmConfig(ctx context.Context, n *Node, cfg string) error {
-	cfg = c.adjustKubeadmConfig(cfg) // WithoutDefaultCNI
 	write := "mkdir -p " + filepath.Dir(kubeadmConfigPath) + " && cat > " + kubeadmConfigPath
 	if _, err := n.ExecInput(ctx, strings.NewReader(cfg), "sh", "-c", write); err != nil {
 		return c.nodeError(n, "write kubeadm config", err)

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/kindtest/kindtest/images"
 )
@@ -67,12 +66,17 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
 	w := &Node{name: "c-worker", ip: "172.18.0.3", index: 1}
 	c.nodes = []*Node{cp, w}
-	init := kubeadmInitConfig("c", KubernetesVersion, cp, "", "abcdef.0123456789abcdef", false, time.Minute, &cfg.settings)
-	if !strings.Contains(init, allocateNodeCIDRsOff) {
-		t.Fatalf("kubeadmInitConfig no longer turns pod range allocation off as %q: adjust adjustKubeadmConfig", allocateNodeCIDRsOff)
+	p := c.initParams(cp)
+	if p.podRanges != podRangesAllocated {
+		t.Error("WithoutDefaultCNI: the controller-manager is not told to allocate pod ranges")
 	}
-	got := c.adjustKubeadmConfig(init)
-	if strings.Contains(got, allocateNodeCIDRsOff) || !strings.Contains(got, "  - name: allocate-node-cidrs\n    value: \"true\"") {
+	p.podRanges = podRangesFixed
+	const allocate = "  - name: allocate-node-cidrs\n    value: \"%t\""
+	if fixed := kubeadmInitConfig(p); !strings.Contains(fixed, fmt.Sprintf(allocate, false)) {
+		t.Errorf("the default pod network: the controller-manager must not allocate pod ranges:\n%s", fixed)
+	}
+	p.podRanges = podRangesAllocated
+	if got := kubeadmInitConfig(p); !strings.Contains(got, fmt.Sprintf(allocate, true)) {
 		t.Errorf("WithoutDefaultCNI: the controller-manager must allocate pod ranges:\n%s", got)
 	}
 	// The script's arguments are the pod network's: none without it.
@@ -82,8 +86,8 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 
 	def, _ := newConfig(nil)
 	c.cfg = def
-	if got := c.adjustKubeadmConfig(init); got != init {
-		t.Error("the default configuration was changed")
+	if c.initParams(cp).podRanges != podRangesFixed {
+		t.Error("the default pod network: the controller-manager is told to allocate pod ranges")
 	}
 	args := nodeNetworkCommand(c, w)[4:]
 	if want := []string{"10.244.1.0/24", podSubnet, "on", "10.244.0.0/24", "172.18.0.2"}; len(args) != 6 || !slices.Equal(args[1:], want) || !strings.Contains(args[0], `"subnet": "10.244.1.0/24"`) {

@@ -136,17 +136,17 @@ func TestKubeconfigRewrite(t *testing.T) {
 
 func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
-	single := kubeadmInitConfig("c", KubernetesVersion, cp, "", "abcdef.0123456789abcdef", true, 25*time.Minute, &settings{})
+	single := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: 25 * time.Minute, settings: &settings{}})
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
 		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
 	}
-	if multi := kubeadmInitConfig("c", KubernetesVersion, cp, "", "abcdef.0123456789abcdef", false, time.Minute, &settings{}); strings.Contains(multi, "taints") {
+	if multi := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", timeout: time.Minute, settings: &settings{}}); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
-	if remote := kubeadmInitConfig("c", KubernetesVersion, cp, "", "abcdef.0123456789abcdef", true, time.Minute, &settings{}, "10.251.0.2"); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
+	if remote := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"10.251.0.2"}}); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
 		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
 	}
 	join := kubeadmJoinConfig(cp.ip, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})
@@ -157,7 +157,7 @@ func TestKubeadmConfig(t *testing.T) {
 	}
 	// The cgroup v1 exception goes to v1 hosts only.
 	v2 := &Node{name: "c-control-plane", ip: "172.18.0.2", cgroupV2: true}
-	if cfg := kubeadmInitConfig("c", KubernetesVersion, v2, "", "abcdef.0123456789abcdef", true, time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
+	if cfg := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: v2, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}}); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
 		t.Errorf("cgroup v2 init config: want the systemd driver and no failCgroupV1:\n%s", cfg)
 	}
 	if cfg := kubeadmJoinConfig(v2.ip, &Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") {
