@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -189,9 +190,12 @@ func runChild(t *testing.T, session string) (*exec.Cmd, <-chan string) {
 	return cmd, lines
 }
 
-func waitLine(t *testing.T, lines <-chan string, marker string) {
+// waitLine waits for the child's line that contains marker and returns
+// the lines before it.
+func waitLine(t *testing.T, lines <-chan string, marker string) []string {
 	t.Helper()
 	timeout := time.After(3 * time.Minute)
+	var before []string
 	for {
 		select {
 		case l, ok := <-lines:
@@ -199,8 +203,9 @@ func waitLine(t *testing.T, lines <-chan string, marker string) {
 				t.Fatalf("child ended before printing %q", marker)
 			}
 			if strings.Contains(l, marker) {
-				return
+				return before
 			}
+			before = append(before, l)
 		case <-timeout:
 			t.Fatalf("child did not print %q", marker)
 		}
@@ -216,23 +221,52 @@ func TestKilledProcessLeavesNothing(t *testing.T) {
 	session := fmt.Sprintf("killtest%d", time.Now().UnixNano()%1e9)
 	cmd, lines := runChild(t, session)
 	// Mid-create: the containers exist, systemd has not booted.
-	waitLine(t, lines, "containers done")
+	before := waitLine(t, lines, "containers done")
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
 	killed := time.Now()
+	// Only a cluster the child registered with a reaper can go within
+	// the bound: without one, the next Start's sweep takes it.
+	for _, l := range before {
+		if strings.Contains(l, "no reaper watches") {
+			t.Fatalf("the child had no reaper, so nothing removes its cluster now: %s", l)
+		}
+	}
+	t.Logf("SIGKILL at %s", killed.UTC().Format("15:04:05.000"))
 	sel := map[string]string{kindtest.LabelSession: session, kindtest.LabelCluster: ""}
 	if leftovers(t, dc, sel) == 0 {
 		t.Fatal("nothing to reap: the child was killed too late to test the reaper")
 	}
 	for leftovers(t, dc, sel) > 0 {
 		if time.Since(killed) > 30*time.Second {
+			logReapers(t, dc)
 			t.Fatalf("resources of the killed process still there after 30s")
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("everything removed %v after SIGKILL", time.Since(killed).Round(100*time.Millisecond))
+}
+
+// logReapers logs the last lines of every reaper container on the
+// engine: when each client went and what it removed, with timestamps.
+func logReapers(t *testing.T, dc *docker.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := dc.ListContainers(ctx, map[string]string{kindtest.LabelReaper: "true"})
+	if err != nil {
+		t.Logf("list reapers: %v", err)
+		return
+	}
+	if len(list) == 0 {
+		t.Log("no reaper container on the engine")
+	}
+	for _, r := range list {
+		out, err := dc.ContainerLogs(ctx, r.ID, 40)
+		t.Logf("reaper %s (%v), last lines:\n%s", r.Name, err, out)
+	}
 }
 
 func TestPruneOrphans(t *testing.T) {

@@ -34,6 +34,10 @@ func wantErr(t *testing.T, got string, parts ...string) {
 }
 
 func TestValidateFeatureGates(t *testing.T) {
+	// Gate names are checked against this version's list only for the
+	// default node image: a KINDTEST_IMAGE of the environment would turn
+	// the checks off.
+	t.Setenv(envImage, "")
 	cfg, err := newConfig([]Option{WithFeatureGates(map[string]bool{"ContainerStopSignals": true}), WithFeatureGates(map[string]bool{"ContainerStopSignals": false, "AllAlpha": true})})
 	if err != nil {
 		t.Fatal(err)
@@ -185,6 +189,10 @@ func TestValidateSettingsWithoutKubernetes(t *testing.T) {
 // TestSettingsOptionErrorsTogether: every bad setting is reported in one
 // error by New, before any engine is contacted.
 func TestSettingsOptionErrorsTogether(t *testing.T) {
+	// Gate names are checked against this version's list only for the
+	// default node image: a KINDTEST_IMAGE of the environment would turn
+	// the checks off.
+	t.Setenv(envImage, "")
 	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock") // nothing can be created
 	_, err := New(context.Background(),
 		WithWorkers(1),
@@ -207,6 +215,10 @@ func TestSettingsOptionErrorsTogether(t *testing.T) {
 }
 
 func TestKindConfigOption(t *testing.T) {
+	// Gate names are checked against this version's list only for the
+	// default node image: a KINDTEST_IMAGE of the environment would turn
+	// the checks off.
+	t.Setenv(envImage, "")
 	dir := t.TempDir()
 	cfg, err := newConfig([]Option{WithKindConfig([]byte(`kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4

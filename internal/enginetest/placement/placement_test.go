@@ -28,7 +28,10 @@ var placementTests = []string{"TestKubernetes", "TestLoadImagePlatforms", "TestK
 // TestRemoteEngine runs engine tests against a Docker 26 engine reached
 // only over TCP, from a network namespace of the test's own joined to the
 // engine's by a veth pair: kubeconfig, readiness and the reaper go through
-// the engine's address, and a killed test process leaves nothing behind.
+// the engine's address, and a killed test process leaves nothing behind:
+// its cluster goes within 30 s of a kill -9 (TestKilledProcessLeavesNothing
+// in the remote namespace), and once every test process has ended, the
+// reaper goes too.
 func TestRemoteEngine(t *testing.T) {
 	host := enginetest.Client(t)
 	node := nodeImage(t, host)
@@ -46,6 +49,51 @@ func TestRemoteEngine(t *testing.T) {
 	}
 	t.Run("tests", func(t *testing.T) { enginetest.RunTests(t, netns, bin, env, placementTests) })
 	t.Run("engine-goes-away", func(t *testing.T) { engineGoesAway(t, e, netns, bin, env) })
+	t.Run("nothing-left", func(t *testing.T) { nothingLeft(t, e.Client) })
+}
+
+// nothingLeft checks that once every test process that used the engine
+// has ended, however it ended, the engine is back to what it was before
+// them within 30 s: no object of any cluster, and no reaper container
+// (it exits once it has no client).
+func nothingLeft(t *testing.T, dc *docker.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	for {
+		var left []string
+		for _, sel := range []map[string]string{{kindtest.LabelCluster: ""}, {kindtest.LabelReaper: "true"}} {
+			cs, err := dc.ListContainers(ctx, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range cs {
+				left = append(left, "container "+c.Name)
+			}
+		}
+		vs, err := dc.ListVolumes(ctx, map[string]string{kindtest.LabelCluster: ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			left = append(left, "volume "+v.Name)
+		}
+		ns, err := dc.ListNetworks(ctx, map[string]string{kindtest.LabelCluster: ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ns {
+			left = append(left, "network "+n.Name)
+		}
+		if len(left) == 0 {
+			t.Logf("nothing of the test processes left on the engine %v after the last one ended", time.Since(start).Round(100*time.Millisecond))
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("still on the engine 30 s after the last test process ended: %s", strings.Join(left, ", "))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // engineGoesAway cuts a test process off the engine's API mid-create (the
