@@ -1,10 +1,8 @@
 package kindtest
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // NetworkPolicy is enforced on every cluster whose pod network is
@@ -60,91 +58,8 @@ func (c *config) networkPolicyEnforced() bool {
 // learns pod addresses from the API server instead. Its metrics listen on
 // the node's loopback only, so that they take no port from the tests.
 func networkPolicyManifest(apiHost string, apiPort int) string {
-	return strings.NewReplacer(
-		"{{image}}", images.NetworkPoliciesImage,
-		"{{name}}", NetworkPolicyDaemonSet,
-		"{{apiHost}}", apiHost,
-		"{{apiPort}}", strconv.Itoa(apiPort),
-	).Replace(networkPolicyTemplate)
+	return bootstrap.NetworkPolicyAddon{
+		Image: images.NetworkPoliciesImage, Name: NetworkPolicyDaemonSet, APIHost: apiHost, APIPort: apiPort,
+	}.Manifest()
 }
 
-const networkPolicyTemplate = `apiVersion: v1
-kind: ServiceAccount
-metadata:
-  name: {{name}}
-  namespace: kube-system
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: kindtest:{{name}}
-rules:
-- apiGroups: [""]
-  resources: ["pods", "namespaces"]
-  verbs: ["list", "watch"]
-- apiGroups: ["networking.k8s.io"]
-  resources: ["networkpolicies"]
-  verbs: ["list", "watch"]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: kindtest:{{name}}
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: kindtest:{{name}}
-subjects:
-- kind: ServiceAccount
-  name: {{name}}
-  namespace: kube-system
----
-apiVersion: apps/v1
-kind: DaemonSet
-metadata:
-  name: {{name}}
-  namespace: kube-system
-  labels:
-    app: {{name}}
-spec:
-  selector:
-    matchLabels:
-      app: {{name}}
-  template:
-    metadata:
-      labels:
-        app: {{name}}
-    spec:
-      hostNetwork: true
-      serviceAccountName: {{name}}
-      priorityClassName: system-node-critical
-      tolerations:
-      - operator: Exists
-      containers:
-      - name: {{name}}
-        image: {{image}}
-        imagePullPolicy: IfNotPresent
-        args:
-        - --hostname-override=$(NODE_NAME)
-        - --nfqueue-id=98
-        - --disable-nri
-        - --metrics-bind-address=127.0.0.1:9080
-        - --v=1
-        env:
-        - name: NODE_NAME
-          valueFrom:
-            fieldRef:
-              fieldPath: spec.nodeName
-        - name: KUBERNETES_SERVICE_HOST
-          value: "{{apiHost}}"
-        - name: KUBERNETES_SERVICE_PORT
-          value: "{{apiPort}}"
-        resources:
-          requests:
-            cpu: 10m
-            memory: 16Mi
-        securityContext:
-          privileged: true
-          capabilities:
-            add: ["NET_ADMIN"]
-`

@@ -289,3 +289,20 @@ func TestScriptsLint(t *testing.T) {
 		})
 	}
 }
+
+func TestAddonManifestsGolden(t *testing.T) {
+	storage := StorageAddon{Image: "kindtest.invalid/local-path-provisioner:v0", Class: "standard", Root: "/var/local-path", APIHost: "192.0.2.7", APIPort: 6443}.Manifest()
+	netpol := NetworkPolicyAddon{Image: "kindtest.invalid/kube-network-policies:v0", Name: "kube-network-policies", APIHost: "192.0.2.7", APIPort: 6443}.Manifest()
+	for name, m := range map[string]string{"storage.golden": storage, "network-policy.golden": netpol} {
+		docs := yamlDocs(t, m)
+		if len(docs) < 3 {
+			t.Errorf("%s: %d documents, want the ServiceAccount, RBAC and workload", name, len(docs))
+		}
+		for _, want := range []string{"192.0.2.7", "6443", "kindtest.invalid/"} {
+			if !strings.Contains(m, want) {
+				t.Errorf("%s lacks %q", name, want)
+			}
+		}
+		golden(t, name, []byte(m))
+	}
+}

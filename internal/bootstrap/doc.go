@@ -2,7 +2,8 @@
 // of a cluster: kubeadm's init and join configurations (with the kubelet's
 // and kube-proxy's), the pod network's CNI configuration, containerd's
 // registry host configuration, the CoreDNS manifests fitted to a test
-// cluster, and the shell scripts kindtest runs in nodes: before and while
+// cluster, the manifests of the late add-ons (storage provisioner,
+// NetworkPolicy agent), and the shell scripts kindtest runs in nodes: before and while
 // they boot, and later (the late add-ons, image import, a reused
 // cluster's clean-up, waiting for a Job, a node's memory use).
 //

@@ -127,17 +127,17 @@ type argList struct {
 }
 
 // YAML renders the first control plane's kubeadm configuration.
-func (c InitConfig) YAML() string { return render("init", c) }
+func (c InitConfig) YAML() string { return render(templates, "init", c) }
 
 // YAML renders a joining node's kubeadm configuration.
-func (c JoinConfig) YAML() string { return render("join", c) }
+func (c JoinConfig) YAML() string { return render(templates, "join", c) }
 
-// render executes a template of kubeadm.tmpl. Its data are fixed structs
-// of strings, numbers and maps, so a failure is a bug of this package,
-// which its golden tests catch.
-func render(name string, data any) string {
+// render executes the template name of set: kubeadm.tmpl's or the add-on
+// manifests'. Their data are fixed structs of strings, numbers and maps,
+// so a failure is a bug of this package, which its golden tests catch.
+func render(set *template.Template, name string, data any) string {
 	var b strings.Builder
-	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+	if err := set.ExecuteTemplate(&b, name, data); err != nil {
 		panic(fmt.Sprintf("bootstrap: render %s: %v", name, err))
 	}
 	return b.String()
