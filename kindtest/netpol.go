@@ -62,4 +62,3 @@ func networkPolicyManifest(apiHost string, apiPort int) string {
 		Image: images.NetworkPoliciesImage, Name: NetworkPolicyDaemonSet, APIHost: apiHost, APIPort: apiPort,
 	}.Manifest()
 }
-

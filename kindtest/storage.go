@@ -75,4 +75,3 @@ func storageManifest(apiHost string, apiPort int) string {
 		Image: images.LocalPathProvisionerImage, Class: StorageClassName, Root: StorageRoot, APIHost: apiHost, APIPort: apiPort,
 	}.Manifest()
 }
-

@@ -49,4 +49,6 @@ type NetworkPolicyAddon struct {
 }
 
 // Manifest is the agent's ServiceAccount, RBAC and DaemonSet.
-func (a NetworkPolicyAddon) Manifest() string { return render(addonTemplates, "network-policy.yaml", a) }
+func (a NetworkPolicyAddon) Manifest() string {
+	return render(addonTemplates, "network-policy.yaml", a)
+}
