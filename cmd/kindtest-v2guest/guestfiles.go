@@ -77,7 +77,7 @@ progress() {
   local n
   while sleep 120; do
     for n in $(docker ps --filter label=dev.kindtest.cluster --format '{{.Names}}'); do
-      say "progress at ${SECONDS}s: $n: $(docker exec "$n" sh -c 'ctr -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING' 2>/dev/null || echo '?') running containers"
+      say "progress at ${SECONDS}s: $n: $(docker exec "$n" sh -c 'ctr -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING; true' 2>/dev/null) running containers"
     done
   done
 }
