@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,8 @@ type Cluster struct {
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
+	// addons are the kube-proxy and CoreDNS objects, created during init.
+	addons []bootstrap.Object
 	// lbIP is the load balancer's address on the cluster's network, with
 	// several control planes (WithControlPlanes); "" with one.
 	lbIP string

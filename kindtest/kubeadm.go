@@ -23,6 +23,9 @@ const (
 	criSocket         = "unix:///run/containerd/containerd.sock"
 	kubeadmConfigPath = "/etc/kindtest/kubeadm.yaml"
 	adminKubeconfig   = "/etc/kubernetes/admin.conf"
+	// superAdminKubeconfig is in group system:masters, which no RBAC
+	// binding is needed for: kindtest creates the add-ons with it.
+	superAdminKubeconfig = "/etc/kubernetes/super-admin.conf"
 )
 
 // nodePodSubnet is the pod range of node i. Each node owns a fixed /24, so
@@ -128,13 +131,6 @@ func kubeadmInitConfig(p initParams) string {
 		FeatureGates:  s.featureGates,
 	}.YAML()
 }
-
-// Where the control plane keeps the add-on manifests kindtest applies, and
-// what applying them said.
-const (
-	addonsManifest = "/etc/kindtest/addons.yaml"
-	addonsLog      = "/etc/kindtest/addons.log"
-)
 
 // prebootLog is what the kubeadm init phases run before boot said.
 const prebootLog = "/etc/kindtest/kubeadm-preboot.log"

@@ -2,9 +2,11 @@ package kindtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,23 +62,66 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 	return nil
 }
 
-// kubeadmInit runs the rest of kubeadm init on the control plane. The
-// kube-proxy and CoreDNS manifests are applied as soon as the API server
-// lets the admin in, while kubeadm is still busy with its later phases
-// (its API client is rate-limited to 5 requests a second).
+// kubeadmInit runs the rest of kubeadm init on the control plane and,
+// beside it, creates the kube-proxy and CoreDNS add-ons as soon as the API
+// server takes them (see createAddons), without waiting for kubeadm's
+// later phases (its API client is rate-limited to 5 requests a second).
 func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
-	cmd := bootstrap.KubeadmInitCommand(bootstrap.KubeadmInit{
-		APIServerPort: apiServerPort,
-		Kubeconfig:    adminKubeconfig,
-		Addons:        addonsManifest,
-		AddonsLog:     addonsLog,
-		Config:        kubeadmConfigPath,
-		Log:           "/etc/kindtest/kubeadm-init.log",
-		Wrapper:       strings.Fields(c.cfg.initWrapper),
+	g, ctx := concurrent.WithContext(ctx)
+	g.Go(func() error { return c.createAddons(ctx, cp) })
+	g.Go(func() error {
+		cmd := bootstrap.KubeadmInitCommand(bootstrap.KubeadmInit{
+			Config:  kubeadmConfigPath,
+			Log:     "/etc/kindtest/kubeadm-init.log",
+			Wrapper: strings.Fields(c.cfg.initWrapper),
+		})
+		if _, err := cp.run(ctx, cmd...); err != nil {
+			return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}
+		}
+		return nil
 	})
-	if _, err := cp.run(ctx, cmd...); err != nil {
-		return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}
+	return g.Wait()
+}
+
+// createAddons creates the add-on objects from the host, in order, each
+// retried until the API server takes it. It uses the super-admin's
+// credentials (group system:masters, which RBAC does not check), so it
+// waits neither for the API server's readiness (its RBAC bootstrap hooks)
+// nor for kubeadm to bind the admin's group: the objects go in as soon as
+// the API server serves. Starting kubectl in the node for them took a
+// second or two of a busy machine's CPU, and waiting for /readyz as long.
+func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
+	start := time.Now()
+	raw, err := cp.run(ctx, "cat", superAdminKubeconfig)
+	if err != nil {
+		return c.nodeError(cp, "read super-admin kubeconfig", err)
 	}
+	kc, err := rewriteServer([]byte(raw), c.apiServer)
+	if err != nil {
+		return fmt.Errorf("cluster %s: super-admin kubeconfig: %w", c.name, err)
+	}
+	api, err := newAPIClient(kc)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", c.name, err)
+	}
+	defer api.close()
+	for _, o := range c.addons {
+		var last error
+		err := poll.Until(ctx, 20*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
+			last = api.do(ctx, http.MethodPost, o.Path, json.RawMessage(o.Body), nil)
+			switch {
+			case last == nil, isStatus(last, http.StatusConflict):
+				return true, nil
+			case isStatus(last, http.StatusBadRequest), isStatus(last, http.StatusUnprocessableEntity):
+				return false, last // the object itself is refused
+			}
+			return false, nil // not serving yet, or still starting
+		})
+		if err != nil {
+			return fmt.Errorf("cluster %s: create add-on %s %s: %w (last answer: %v)", c.name, o.Kind, o.Name, err, last)
+		}
+	}
+	c.log.Printf("kindtest: %s: add-ons created after %v", c.name, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -132,14 +177,20 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
+	if c.addons, err = bootstrap.Objects(proxy + "\n---\n" + dns); err != nil {
+		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}
+	}
 	// One exec writes every manifest file, each as many bytes of the
 	// input as its content.
-	files := []struct{ path, content string }{{addonsManifest, strings.TrimRight(proxy, "\n") + "\n---\n" + dns}}
+	var files []struct{ path, content string }
 	if !c.cfg.withoutStorage {
 		files = append(files, struct{ path, content string }{storageManifestPath, storageManifest(c.apiHost(), apiServerPort)})
 	}
 	if c.cfg.networkPolicyEnforced() {
 		files = append(files, struct{ path, content string }{networkPolicyManifestPath, networkPolicyManifest(c.apiHost(), apiServerPort)})
+	}
+	if len(files) == 0 {
+		return nil
 	}
 	var manifests string
 	var writes []string

@@ -16,7 +16,7 @@ var nodeLogCommands = [][2]string{
 	{"journal.log", "journalctl --no-pager -o short-precise"},
 	{"kubelet.log", "journalctl --no-pager -o short-precise -u kubelet"},
 	{"containerd.log", "journalctl --no-pager -o short-precise -u containerd"},
-	{"kubeadm.log", "cat /etc/kindtest/kubeadm-*.log /etc/kindtest/addons.log /etc/kindtest/storage.log 2>/dev/null || true"},
+	{"kubeadm.log", "cat /etc/kindtest/kubeadm-*.log /etc/kindtest/storage.log 2>/dev/null || true"},
 	{"units.txt", "systemctl list-units --all --no-pager"},
 	{"containers.txt", "ctr -n k8s.io containers ls; ctr -n k8s.io images ls -q"},
 	{"network.txt", "ip addr; ip route; iptables-save; cat /etc/resolv.conf /etc/cni/net.d/*"},

@@ -39,6 +39,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	noPolicy := fs.Bool("without-network-policy", false, "create the clusters WithoutNetworkPolicy (no NetworkPolicy agent)")
 	slowLogs := fs.Duration("logs-slower-than", 0, "export the logs of a cluster whose New to Ready took longer than this, before deleting it (0: never)")
 	logsDir := fs.String("logs-dir", "bench-logs", "where -logs-slower-than writes them")
+	withTimeline := fs.Bool("timeline", false, "print when each step of creation happened (phase ends, systemd units, pod sandboxes and containers, the components' first log lines, kubeadm's phases), median over the runs; the engine must be on this host")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -73,6 +74,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
 	for _, w := range workers {
 		st := &benchStats{phases: map[string][]time.Duration{}}
+		tls := &timelineStats{}
 		for i := range *runs {
 			fmt.Fprintf(out, "1+%d nodes, run %d/%d", w, i+1, *runs)
 			if *parallel > 1 {
@@ -81,7 +83,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
-				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir}
+				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir, timeline: *withTimeline}
 				if *noStorage {
 					opt.options = append(opt.options, kindtest.WithoutStorage())
 				}
@@ -96,6 +98,9 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 					return err
 				}
 				st.add(r)
+				if r.Timeline != nil {
+					tls.add(r.timeline())
+				}
 				line, _ := json.Marshal(r)
 				st.mu.Lock()
 				defer st.mu.Unlock()
@@ -108,6 +113,10 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "\n1 control plane + %d worker(s), %d run(s) x %d at once; load average now %s:\n", w, *runs, *parallel, loadAverage())
 		st.print(out)
+		if *withTimeline {
+			fmt.Fprintln(out)
+			tls.print(out)
+		}
 		for _, m := range st.memory {
 			fmt.Fprintf(out, "memory at rest (%v after Ready, all nodes): %d MiB\n", *settle, m)
 		}
@@ -131,6 +140,9 @@ type benchRun struct {
 	LoadMS    float64          `json:"load_image_ms,omitempty"`
 	DeleteMS  float64          `json:"delete_ms"`
 	MemoryMiB uint64           `json:"memory_mib,omitempty"`
+	// Timeline is when each step of creation happened, in ms since New
+	// (bench -timeline).
+	Timeline map[string]float64 `json:"timeline_ms,omitempty"`
 	// LogsDir holds the cluster's logs when it was slower than
 	// -logs-slower-than.
 	LogsDir string `json:"logs_dir,omitempty"`
@@ -148,16 +160,40 @@ type benchOptions struct {
 	// made a run slow.
 	slowLogs time.Duration
 	logsDir  string
+	// timeline, when set, has the run's timeline taken before the cluster
+	// is deleted.
+	timeline bool
+}
+
+// timeline is r's Timeline as durations.
+func (r benchRun) timeline() timeline {
+	tl := timeline{}
+	for name, v := range r.Timeline {
+		tl[name] = time.Duration(v * float64(time.Millisecond))
+	}
+	return tl
 }
 
 // benchOne creates one cluster, takes its measures into r and deletes it.
 func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 	start := time.Now()
-	c, err := kindtest.New(ctx, append([]kindtest.Option{kindtest.WithWorkers(r.Workers)}, opt.options...)...)
+	log := &timelineLogger{start: start}
+	c, err := kindtest.New(ctx, append([]kindtest.Option{kindtest.WithWorkers(r.Workers), kindtest.WithLogger(log)}, opt.options...)...)
 	if err != nil {
 		return err
 	}
 	ready := time.Since(start)
+	if opt.timeline {
+		tl := timeline{}
+		log.events(tl)
+		if err := nodeTimeline(ctx, c.ControlPlane(), start, tl); err != nil {
+			return errors.Join(err, c.Delete(ctx))
+		}
+		r.Timeline = map[string]float64{}
+		for name, d := range tl {
+			r.Timeline[name] = ms(d)
+		}
+	}
 	r.ReadyMS = ms(ready)
 	r.Cluster = c.Name()
 	if opt.slowLogs > 0 && ready > opt.slowLogs {

@@ -220,8 +220,8 @@ func TestCommands(t *testing.T) {
 	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
 		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
 	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
-	check(KubeadmInitCommand(KubeadmInit{APIServerPort: 6443, Kubeconfig: "/a.conf", Addons: "/a.yaml", AddonsLog: "/a.log", Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
-		"kubeadm-init.sh", "6443", "/a.conf", "/a.yaml", "/a.log", "/c.yaml", "/i.log", "timeout", "3")
+	check(KubeadmInitCommand(KubeadmInit{Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
+		"kubeadm-init.sh", "/c.yaml", "/i.log", "timeout", "3")
 	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
 	check(CleanNamespacesCommand("/a.conf"), "clean-namespaces.sh", "/a.conf")
 	check(MemoryCommand(), "memory.sh")
@@ -304,5 +304,52 @@ func TestAddonManifestsGolden(t *testing.T) {
 			}
 		}
 		golden(t, name, []byte(m))
+	}
+}
+
+func TestObjects(t *testing.T) {
+	objs, err := Objects(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+spec:
+  replicas: 2
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: coredns
+  namespace: kube-system
+---
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: system:coredns
+rules: []
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		got = append(got, o.Kind+" "+o.Path)
+	}
+	want := []string{
+		"ServiceAccount /api/v1/namespaces/kube-system/serviceaccounts",
+		"ClusterRole /apis/rbac.authorization.k8s.io/v1/clusterroles",
+		"Deployment /apis/apps/v1/namespaces/kube-system/deployments",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("objects %q, want %q", got, want)
+	}
+	if string(objs[2].Body) != `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"coredns","namespace":"kube-system"},"spec":{"replicas":2}}` {
+		t.Errorf("body %s", objs[2].Body)
+	}
+	for _, bad := range []string{"kind: Secret\napiVersion: v1\nmetadata: {name: x}\n", "apiVersion: v1\nkind: ConfigMap\n", "a: [\n"} {
+		if _, err := Objects(bad); err == nil {
+			t.Errorf("no error for %q", bad)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"embed"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 )
 
@@ -101,13 +100,6 @@ func KubeadmPrebootCommand(config, log string) []string {
 
 // KubeadmInit says where kubeadm-init.sh finds and puts things.
 type KubeadmInit struct {
-	// APIServerPort is where the API server listens on the node.
-	APIServerPort int
-	// Kubeconfig is the admin's kubeconfig.
-	Kubeconfig string
-	// Addons holds the kube-proxy and CoreDNS manifests; AddonsLog gets
-	// what applying them said.
-	Addons, AddonsLog string
 	// Config is kubeadm's configuration; Log gets kubeadm's output.
 	Config, Log string
 	// Wrapper is a command kubeadm runs under, as in timeout 2 kubeadm
@@ -116,14 +108,9 @@ type KubeadmInit struct {
 }
 
 // KubeadmInitCommand runs the rest of kubeadm init on the first control
-// plane and applies the kube-proxy and CoreDNS manifests as soon as the
-// API server lets the admin in, while kubeadm is still busy with its
-// later phases (its API client is rate-limited to 5 requests a second).
-// A failure prints kubeadm's last lines, or what applying the manifests
-// said.
+// plane; a failure prints kubeadm's last lines.
 func KubeadmInitCommand(k KubeadmInit) []string {
-	args := []string{strconv.Itoa(k.APIServerPort), k.Kubeconfig, k.Addons, k.AddonsLog, k.Config, k.Log}
-	return command("kubeadm-init.sh", append(args, k.Wrapper...)...)
+	return command("kubeadm-init.sh", append([]string{k.Config, k.Log}, k.Wrapper...)...)
 }
 
 // LateAddonsCommand starts applying manifests that nothing waits for (the
