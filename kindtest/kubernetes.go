@@ -47,7 +47,7 @@ func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
 	defer api.close()
 	key := "jws-kubeconfig-" + strings.SplitN(c.token, ".", 2)[0]
 	var last error
-	err = poll.Until(ctx, 20*time.Millisecond, 250*time.Millisecond, func() (bool, error) {
+	err = poll.Until(ctx, 20*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
 		var cm struct {
 			Data map[string]string `json:"data"`
 		}

@@ -14,9 +14,9 @@ import (
 // `kindtest bench`.
 type Phase string
 
-// The phases of creation, in the order they run. Every cluster goes
-// through sweep to boot; with Kubernetes (the default) init runs beside
-// boot, then the rest follow.
+// The phases of creation, in the order they start. Every cluster goes
+// through sweep to boot; with Kubernetes (the default) init and kubeconfig
+// run beside boot, then the rest follow.
 const (
 	// PhaseSweep starts, once per process and in the background, the
 	// removal of clusters whose owner is gone.
@@ -40,8 +40,8 @@ const (
 	PhaseBoot Phase = "boot"
 	// PhaseInit runs kubeadm init on the first control plane, beside boot.
 	PhaseInit Phase = "init"
-	// PhaseKubeconfig fetches the admin kubeconfig and points it at the
-	// API server's published address.
+	// PhaseKubeconfig fetches the admin kubeconfig (written before boot)
+	// and points it at the API server's published address, beside init.
 	PhaseKubeconfig Phase = "kubeconfig"
 	// PhaseJoin joins the workers and the other control planes; clusters
 	// of one node skip it.
@@ -130,9 +130,6 @@ func (c *Cluster) create(ctx context.Context) error {
 // really ready.
 func (c *Cluster) setupKubernetes(ctx context.Context) error {
 	if err := c.bootAndInit(ctx); err != nil {
-		return err
-	}
-	if err := c.phase(ctx, PhaseKubeconfig, c.fetchKubeconfig); err != nil {
 		return err
 	}
 	if len(c.nodes) > 1 {
@@ -238,17 +235,23 @@ func (c *Cluster) boot(ctx context.Context) error {
 	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.bootNode(ctx, c.nodes[i]) })
 }
 
-// bootAndInit runs the boot phase and the init phase side by side: kubeadm
-// init starts as soon as the boot signals are sent, while boot waits for
-// systemd on every node, since init's first step waits for the API
-// server anyway. A failed boot cancels init and is the error reported; a
-// failed init lets boot finish, whose failure would say more.
+// bootAndInit runs the boot phase, the init phase and the kubeconfig
+// phase side by side: kubeadm init starts as soon as the boot signals are
+// sent, while boot waits for systemd on every node, since init's first
+// step waits for the API server anyway; the admin kubeconfig was written
+// before boot. A failed boot cancels the others and is the error
+// reported; a failed init lets boot finish, whose failure would say more.
 func (c *Cluster) bootAndInit(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	initErr := make(chan error, 1)
 	go func() {
-		initErr <- c.phase(ctx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
+		initErr <- concurrent.All(ctx, 2, func(ctx context.Context, i int) error {
+			if i == 0 {
+				return c.phase(ctx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
+			}
+			return c.phase(ctx, PhaseKubeconfig, c.fetchKubeconfig)
+		})
 	}()
 	if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
 		cancel()

@@ -106,7 +106,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	pending := readiness[0].name
 	var detail string
 	start, last := time.Now(), ""
-	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+	// A short cap: the last condition is seen met within 0.1 s; a poll is
+	// a few GETs on one kept-alive connection.
+	err = poll.Until(ctx, 50*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
 		pending, detail = c.notReady(ctx, api)
 		if pending != last {
 			// Which conditions took how long is what tuning needs.
