@@ -71,9 +71,10 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
 	g.Go(func() error { return c.createAddons(ctx, cp) })
 	g.Go(func() error {
 		cmd := bootstrap.KubeadmInitCommand(bootstrap.KubeadmInit{
-			Config:  kubeadmConfigPath,
-			Log:     "/etc/kindtest/kubeadm-init.log",
-			Wrapper: strings.Fields(c.cfg.initWrapper),
+			Config:        kubeadmConfigPath,
+			Log:           "/etc/kindtest/kubeadm-init.log",
+			APIServerPort: apiServerPort,
+			Wrapper:       strings.Fields(c.cfg.initWrapper),
 		})
 		if _, err := cp.run(ctx, cmd...); err != nil {
 			return &NodeError{Node: cp.name, Step: "kubeadm init", Err: err, Diagnostics: c.kubeletDiagnostics(cp)}

@@ -82,7 +82,7 @@ for f in /var/log/pods/*/*/0.log; do
   [ -f "$f" ] || continue
   echo "== log $f"
   head -n 1 "$f"
-  grep -m 1 -E 'Serving securely on|Caches are synced for|Successfully acquired lease|Starting controllers' "$f" || true
+  grep -E 'Serving securely on|Caches are synced|Successfully acquired lease|Starting controllers' "$f" | head -n 50 || true
 done
 echo "== kubeadm"
 cat /etc/kindtest/kubeadm-init.log 2>/dev/null || true
@@ -98,6 +98,11 @@ var (
 	klogLine       = regexp.MustCompile(`^[IWEF](\d{4} \d\d:\d\d:\d\d\.\d{6})\s`)
 	kubeadmPhase   = regexp.MustCompile(`^\[([a-z-]+)\]`)
 )
+
+// logKeys are the lines of the components' logs a timeline shows (the
+// first of each), besides the first line: when each serves, when its
+// caches are synced.
+var logKeys = []string{"Serving securely on", "Caches are synced", "Successfully acquired lease", "Starting controllers"}
 
 // nodeTimeline adds the events of node n to tl, as offsets from start.
 func nodeTimeline(ctx context.Context, n *kindtest.Node, start time.Time, tl timeline) error {
@@ -184,7 +189,7 @@ func parseNodeTimeline(r io.Reader, node string, start time.Time, tl timeline) {
 			}
 			name := "log " + logName + ": first line"
 			if _, seen := tl[name]; seen {
-				for _, key := range []string{"Serving securely on", "Caches are synced for", "Successfully acquired lease", "Starting controllers"} {
+				for _, key := range logKeys {
 					if strings.Contains(f[3], key) {
 						name = "log " + logName + ": " + key
 					}

@@ -219,9 +219,9 @@ func TestCommands(t *testing.T) {
 		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "10.244.1.0/24", "10.244.0.0/16", "on", "10.244.0.0/24", "172.18.0.2", "10.244.2.0/24", "172.18.0.4")
 	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
 		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
-	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
-	check(KubeadmInitCommand(KubeadmInit{Config: "/c.yaml", Log: "/i.log", Wrapper: []string{"timeout", "3"}}),
-		"kubeadm-init.sh", "/c.yaml", "/i.log", "timeout", "3")
+	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	check(KubeadmInitCommand(KubeadmInit{Config: "/c.yaml", Log: "/i.log", APIServerPort: 6443, Wrapper: []string{"timeout", "3"}}),
+		"kubeadm-init.sh", "/c.yaml", "/i.log", "6443", HeldSchedulerManifest, SchedulerManifest, "timeout", "3")
 	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
 	check(CleanNamespacesCommand("/a.conf"), "clean-namespaces.sh", "/a.conf")
 	check(MemoryCommand(), "memory.sh")

@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -91,26 +92,42 @@ func NodeNetworkCommand(n NodeNetwork) []string {
 // them (see kubeadm.tmpl).
 var prebootPhases = []string{"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start"}
 
+// The scheduler's static pod manifest, and where it is held back until
+// the API server is healthy. A scheduler started beside the API server
+// had its lists refused until the RBAC roles were in place, and its
+// informers backed off for seconds past that: pods were scheduled only
+// seconds after the controllers made them. Started once the API server is
+// healthy, it lists at once.
+const (
+	SchedulerManifest     = "/etc/kubernetes/manifests/kube-scheduler.yaml"
+	HeldSchedulerManifest = "/etc/kindtest/held/kube-scheduler.yaml"
+)
+
 // KubeadmPrebootCommand runs the kubeadm init phases that only write
 // files, with kubeadm's configuration at config, their output and errors
-// going to log.
+// going to log, then holds the scheduler's manifest back (see
+// KubeadmInitCommand).
 func KubeadmPrebootCommand(config, log string) []string {
-	return command("kubeadm-preboot.sh", append([]string{config, log}, prebootPhases...)...)
+	return command("kubeadm-preboot.sh", append([]string{config, log, SchedulerManifest, HeldSchedulerManifest}, prebootPhases...)...)
 }
 
 // KubeadmInit says where kubeadm-init.sh finds and puts things.
 type KubeadmInit struct {
 	// Config is kubeadm's configuration; Log gets kubeadm's output.
 	Config, Log string
+	// APIServerPort is where the API server listens in the node.
+	APIServerPort int
 	// Wrapper is a command kubeadm runs under, as in timeout 2 kubeadm
 	// init; none by default. Tests use it to make init fail.
 	Wrapper []string
 }
 
 // KubeadmInitCommand runs the rest of kubeadm init on the first control
-// plane; a failure prints kubeadm's last lines.
+// plane, and releases the scheduler's manifest once the API server is
+// healthy; a failure prints kubeadm's last lines.
 func KubeadmInitCommand(k KubeadmInit) []string {
-	return command("kubeadm-init.sh", append([]string{k.Config, k.Log}, k.Wrapper...)...)
+	args := []string{k.Config, k.Log, strconv.Itoa(k.APIServerPort), HeldSchedulerManifest, SchedulerManifest}
+	return command("kubeadm-init.sh", append(args, k.Wrapper...)...)
 }
 
 // LateAddonsCommand starts applying manifests that nothing waits for (the
