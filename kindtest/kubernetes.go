@@ -84,6 +84,10 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
 	return g.Wait()
 }
 
+// addonRefusedLimit is how long createAddons retries an add-on object the
+// API server refuses as invalid.
+const addonRefusedLimit = 30 * time.Second
+
 // createAddons creates the add-on objects from the host, in order, each
 // retried until the API server takes it. It uses the super-admin's
 // credentials (group system:masters, which RBAC does not check), so it
@@ -108,13 +112,24 @@ func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
 	defer api.close()
 	for _, o := range c.addons {
 		var last error
+		var refused time.Time
 		err := poll.Until(ctx, 20*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
 			last = api.do(ctx, http.MethodPost, o.Path, json.RawMessage(o.Body), nil)
 			switch {
 			case last == nil, isStatus(last, http.StatusConflict):
 				return true, nil
 			case isStatus(last, http.StatusBadRequest), isStatus(last, http.StatusUnprocessableEntity):
-				return false, last // the object itself is refused
+				// A starting API server refuses some objects for a moment
+				// (kube-dns's cluster IP before its Service range is
+				// set up: "the provided network does not match the
+				// current range"); refused for long, the object itself
+				// is wrong.
+				if refused.IsZero() {
+					refused = time.Now()
+				}
+				if time.Since(refused) > addonRefusedLimit {
+					return false, last
+				}
 			}
 			return false, nil // not serving yet, or still starting
 		})

@@ -222,7 +222,7 @@ func setArg(list []arg, a arg) []arg {
 var kubeletConfigOwn = map[string]string{
 	"apiVersion":   "kindtest writes kubelet.config.k8s.io/v1beta1",
 	"kind":         "kindtest writes a KubeletConfiguration",
-	"cgroupDriver": "containerd in the node uses systemd's cgroup driver, and so must the kubelet",
+	"cgroupDriver": "the kubelet uses containerd's driver (systemd's on cgroup v2, cgroupfs on v1)",
 	"featureGates": "use WithFeatureGates",
 }
 

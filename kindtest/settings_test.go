@@ -125,7 +125,7 @@ func TestValidateKubeletConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := kubeletConfig(&Node{}, &cfg.settings).YAML()
+	out := kubeletConfig(&Node{cgroupV2: true}, &cfg.settings).YAML()
 	for _, s := range []string{"maxPods: 60\n", "  cpu: 100m\n", "  memory: 100Mi\n", "cgroupDriver: systemd\n", "failSwapOn: false\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("merged kubelet config lacks %q:\n%s", s, out)

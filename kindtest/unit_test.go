@@ -138,7 +138,7 @@ func TestKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
 	single := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: 25 * time.Minute, settings: &settings{}})
 	for _, s := range []string{"kind: InitConfiguration", "advertiseAddress: 172.18.0.2", "taints: []", "kubernetesVersion: " + KubernetesVersion,
-		"podSubnet: 10.244.0.0/16", "cgroupDriver: systemd", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
+		"podSubnet: 10.244.0.0/16", "cgroupDriver: cgroupfs", "failCgroupV1: false", "imagePullPolicy: Never", "- 127.0.0.1", "kubernetesAPICall: 25m0s", "controlPlaneComponentHealthCheck: 25m0s"} {
 		if !strings.Contains(single, s) {
 			t.Errorf("init config lacks %q", s)
 		}
@@ -146,7 +146,7 @@ func TestKubeadmConfig(t *testing.T) {
 	if multi := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", timeout: time.Minute, settings: &settings{}}); strings.Contains(multi, "taints") {
 		t.Error("a multi-node control plane must keep its taint")
 	}
-	if remote := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"10.251.0.2"}}); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\ncontrollerManager:") {
+	if remote := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"10.251.0.2"}}); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\n") {
 		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
 	}
 	join := kubeadmJoinConfig(cp.ip, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})

@@ -80,6 +80,9 @@ type InitConfig struct {
 	// EtcdArgs, APIServerArgs, ControllerManagerArgs and SchedulerArgs
 	// are the control plane's components' flags, in order.
 	EtcdArgs, APIServerArgs, ControllerManagerArgs, SchedulerArgs []Arg
+	// EtcdEnv, APIServerEnv, ControllerManagerEnv and SchedulerEnv are
+	// their environment variables.
+	EtcdEnv, APIServerEnv, ControllerManagerEnv, SchedulerEnv []Arg
 	// Kubelet is the control plane's kubelet configuration.
 	Kubelet KubeletConfig
 	// FeatureGates are kube-proxy's feature gates (the other components
@@ -144,8 +147,8 @@ func render(set *template.Template, name string, data any) string {
 }
 
 // YAML renders k as a KubeletConfiguration document, its fields sorted.
-// The kubelet and containerd both use systemd's cgroup driver, on cgroup
-// v1 and v2 alike.
+// The kubelet uses containerd's cgroup driver: systemd's on cgroup v2,
+// cgroupfs on cgroup v1 (see provision.sh).
 func (k KubeletConfig) YAML() string {
 	cfg := map[string]any{
 		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
@@ -165,6 +168,7 @@ func (k KubeletConfig) YAML() string {
 		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
 		// runners) unless told otherwise; on v2 the default stands.
 		cfg["failCgroupV1"] = false
+		cfg["cgroupDriver"] = "cgroupfs"
 	}
 	Merge(cfg, k.Fields)
 	if len(k.FeatureGates) > 0 {

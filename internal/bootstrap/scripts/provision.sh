@@ -39,18 +39,16 @@ else
     mkdir -p "$mnt$root"
     mountpoint -q "$mnt$root" || mount --bind "$mnt" "$mnt$root"
   done
-  # The kubelet has systemd make its QoS slices, then makes each pod's
-  # cgroup in every hierarchy itself; systemd makes a slice's directory in
-  # some hierarchies (devices among them) only once a unit there needs it.
-  # A static pod whose parent was not there yet failed ("mkdir
-  # .../devices/kubepods.slice/kubepods-burstable.slice/...: no such file or
-  # directory") and waited out the pod worker's retry: kubeadm init took
-  # 13 to 22 s instead of 6 in about one create in twenty. Make them now.
-  for d in /sys/fs/cgroup/*; do
-    case "${d##*/}" in systemd|unified) continue ;; esac
-    [ -L "$d" ] && continue
-    mkdir -p "$d/kubepods.slice/kubepods-burstable.slice" "$d/kubepods.slice/kubepods-besteffort.slice"
-  done
+  # containerd, and so the kubelet (which takes its driver from the CRI),
+  # use the cgroupfs driver here, not systemd's: with systemd's, the
+  # kubelet had systemd make its QoS and pod slices, then made each pod's
+  # directory in every hierarchy itself, while systemd was still making
+  # and trimming the devices hierarchy's. About one create in fifteen, a
+  # static pod failed ("mkdir .../devices/kubepods.slice/
+  # kubepods-burstable.slice/...: no such file or directory") and waited
+  # out the pod worker's 10 s retry, even with those slices made here.
+  sed -i 's/^\( *SystemdCgroup = \)true$/\1false/' /etc/containerd/config.toml
+  grep -q '^ *SystemdCgroup = false$' /etc/containerd/config.toml || { echo "containerd's config.toml has no SystemdCgroup = true to turn off" >&2; exit 1; }
 fi
 
 # Mounts made by containers (volumes of pods) must propagate.
