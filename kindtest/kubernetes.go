@@ -97,13 +97,9 @@ const addonRefusedLimit = 30 * time.Second
 // second or two of a busy machine's CPU, and waiting for /readyz as long.
 func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
 	start := time.Now()
-	raw, err := cp.run(ctx, "cat", superAdminKubeconfig)
+	kc, err := c.hostKubeconfig(ctx, cp, superAdminKubeconfig, "super-admin")
 	if err != nil {
-		return c.nodeError(cp, "read super-admin kubeconfig", err)
-	}
-	kc, err := rewriteServer([]byte(raw), c.apiServer)
-	if err != nil {
-		return fmt.Errorf("cluster %s: super-admin kubeconfig: %w", c.name, err)
+		return err
 	}
 	api, err := newAPIClient(kc)
 	if err != nil {
@@ -324,18 +320,27 @@ func (c *Cluster) kubeletDiagnostics(n *Node) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
+// hostKubeconfig reads the kubeconfig at path (the user's, for errors)
+// from node cp and points it at the API server's published address.
+func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string) ([]byte, error) {
+	raw, err := cp.run(ctx, "cat", path)
+	if err != nil {
+		return nil, c.nodeError(cp, "read "+user+" kubeconfig", err)
+	}
+	kc, err := rewriteServer([]byte(raw), c.apiServer)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %s kubeconfig: %w", c.name, user, err)
+	}
+	return kc, nil
+}
+
 // fetchKubeconfig reads the admin kubeconfig from the control plane,
 // points it at the API server's published host port and writes it to the
 // cluster's work directory.
 func (c *Cluster) fetchKubeconfig(ctx context.Context) error {
-	cp := c.ControlPlane()
-	raw, err := cp.run(ctx, "cat", adminKubeconfig)
+	kc, err := c.hostKubeconfig(ctx, c.ControlPlane(), adminKubeconfig, "admin")
 	if err != nil {
-		return c.nodeError(cp, "read admin kubeconfig", err)
-	}
-	kc, err := rewriteServer([]byte(raw), c.apiServer)
-	if err != nil {
-		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
+		return err
 	}
 	c.kubeconfig = kc
 	if c.workDir == "" {
