@@ -84,10 +84,6 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
 	return g.Wait()
 }
 
-// addonRefusedLimit is how long createAddons retries an add-on object the
-// API server refuses as invalid.
-const addonRefusedLimit = 30 * time.Second
-
 // createAddons creates the add-on objects from the host, in order, each
 // retried until the API server takes it. It uses the super-admin's
 // credentials (group system:masters, which RBAC does not check), so it
@@ -118,12 +114,13 @@ func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
 				// A starting API server refuses some objects for a moment
 				// (kube-dns's cluster IP before its Service range is
 				// set up: "the provided network does not match the
-				// current range"); refused for long, the object itself
-				// is wrong.
+				// current range"); refused for a tenth of the create
+				// timeout (30 s by default; longer on a slow machine
+				// given more time), the object itself is wrong.
 				if refused.IsZero() {
 					refused = time.Now()
 				}
-				if time.Since(refused) > addonRefusedLimit {
+				if time.Since(refused) > c.cfg.createTimeout/10 {
 					return false, last
 				}
 			}
