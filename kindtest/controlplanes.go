@@ -209,7 +209,8 @@ var sharedCertFiles = []string{
 }
 
 // joinControlPlane copies the shared certificates from the first control
-// plane to n and joins it as a control plane (and etcd member).
+// plane to n and joins it as a control plane (and etcd member), with the
+// files writeJoinFiles wrote.
 func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
 	first := c.ControlPlane()
 	res, err := first.Exec(ctx, append([]string{"tar", "-C", "/etc/kubernetes/pki", "-c"}, sharedCertFiles...)...)
@@ -219,7 +220,10 @@ func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
 	if _, err := n.ExecInput(ctx, strings.NewReader(res.Stdout), "sh", "-c", "mkdir -p /etc/kubernetes/pki && tar -C /etc/kubernetes/pki -x"); err != nil {
 		return c.nodeError(n, "write shared certificates", err)
 	}
-	return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+	if err := c.writeJoinFiles(ctx, n); err != nil {
+		return err
+	}
+	return c.kubeadm(ctx, n, "", "join")
 }
 
 // runningControlPlane returns the first control plane whose container

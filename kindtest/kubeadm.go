@@ -22,7 +22,10 @@ const (
 	KubernetesVersion = images.DefaultKubernetesVersion
 	criSocket         = "unix:///run/containerd/containerd.sock"
 	kubeadmConfigPath = "/etc/kindtest/kubeadm.yaml"
-	adminKubeconfig   = "/etc/kubernetes/admin.conf"
+	// discoveryKubeconfigPath is where a joining node's kubeadm finds the
+	// API server and the cluster's CA (see writeJoinFiles).
+	discoveryKubeconfigPath = "/etc/kindtest/discovery.conf"
+	adminKubeconfig         = "/etc/kubernetes/admin.conf"
 	// superAdminKubeconfig is in group system:masters, which no RBAC
 	// binding is needed for: kindtest creates the add-ons with it.
 	superAdminKubeconfig = "/etc/kubernetes/super-admin.conf"
@@ -144,15 +147,15 @@ func kubeadmInitConfig(p initParams) string {
 const prebootLog = "/etc/kindtest/kubeadm-preboot.log"
 
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
-// control plane after the first, joining through endpoint (the first
-// control plane's address, or the load balancer's).
-func kubeadmJoinConfig(endpoint string, n *Node, token string, timeout time.Duration, s *settings) string {
+// control plane after the first, joining through the API server the
+// discovery kubeconfig names (see writeJoinFiles).
+func kubeadmJoinConfig(n *Node, token string, timeout time.Duration, s *settings) string {
 	cfg := bootstrap.JoinConfig{
-		APIServerEndpoint: endpoint,
-		APIServerPort:     apiServerPort,
-		Token:             token,
-		Timeout:           timeout,
-		Kubelet:           kubeletConfig(n, s),
+		DiscoveryFile: discoveryKubeconfigPath,
+		APIServerPort: apiServerPort,
+		Token:         token,
+		Timeout:       timeout,
+		Kubelet:       kubeletConfig(n, s),
 	}
 	untainted := false
 	if n.role == RoleControlPlane {

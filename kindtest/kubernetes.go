@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,29 +39,21 @@ func nodeNetworkCommand(c *Cluster, n *Node) []string {
 	return bootstrap.NodeNetworkCommand(net)
 }
 
-// waitClusterInfoSigned waits until the cluster-info ConfigMap carries the
-// bootstrap token's signature, which workers' discovery checks.
-func (c *Cluster) waitClusterInfoSigned(ctx context.Context) error {
-	api, err := newAPIClient(c.kubeconfig)
+// writeJoinFiles writes what kubeadm join reads on node n: its
+// configuration and the discovery kubeconfig, which names the API server
+// (through the load balancer with several control planes) and the CA of
+// the admin kubeconfig.
+func (c *Cluster) writeJoinFiles(ctx context.Context, n *Node) error {
+	f, err := kubeconfigFields(c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
+		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
 	}
-	defer api.close()
-	key := "jws-kubeconfig-" + strings.SplitN(c.token, ".", 2)[0]
-	var last error
-	err = poll.Until(ctx, 20*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
-		var cm struct {
-			Data map[string]string `json:"data"`
-		}
-		if last = api.get(ctx, "/api/v1/namespaces/kube-public/configmaps/cluster-info", &cm); last != nil {
-			return false, nil
-		}
-		return cm.Data[key] != "", nil
-	})
-	if err != nil {
-		return fmt.Errorf("cluster %s: cluster-info not signed for the bootstrap token (is the controller-manager running?): %w (last answer: %v)", c.name, err, last)
+	server := "https://" + net.JoinHostPort(c.apiHost(), strconv.Itoa(apiServerPort))
+	write := "mkdir -p " + filepath.Dir(discoveryKubeconfigPath) + " && cat > " + discoveryKubeconfigPath
+	if _, err := n.ExecInput(ctx, strings.NewReader(bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])), "sh", "-c", write); err != nil {
+		return c.nodeError(n, "write discovery kubeconfig", err)
 	}
-	return nil
+	return c.writeKubeadmConfig(ctx, n, kubeadmJoinConfig(n, c.token, c.cfg.createTimeout, &c.cfg.settings))
 }
 
 // kubeadmInit runs the rest of kubeadm init on the control plane and,

@@ -261,20 +261,23 @@ func (c *Cluster) bootAndInit(ctx context.Context) error {
 	return <-initErr
 }
 
-// join is the join phase: the other nodes join the cluster. kubeadm join
-// retries discovery only every 5 s, so it starts once the
-// controller-manager has signed cluster-info for the token. Workers join
-// side by side; control planes one after the other, beside them: each
-// adds an etcd member, and etcd takes one new member at a time. The first
-// failure stops the rest.
+// join is the join phase, after init: the other nodes join the cluster
+// (see writeJoinFiles for what kubeadm join reads). Workers join side by
+// side; control planes one after the other, beside them: each adds an
+// etcd member, and etcd takes one new member at a time. The first failure
+// stops the rest.
+//
+// Joining beside init, as soon as its bootstrap-token phase was done, was
+// measured slower: on two cores the workers' kubeadm and kubelets took
+// the CPU the scheduler and CoreDNS needed at that moment.
 func (c *Cluster) join(ctx context.Context) error {
-	if err := c.waitClusterInfoSigned(ctx); err != nil {
-		return err
-	}
 	g, ctx := concurrent.WithContext(ctx)
 	for _, n := range c.Workers() {
 		g.Go(func() error {
-			return c.kubeadm(ctx, n, kubeadmJoinConfig(c.apiHost(), n, c.token, c.cfg.createTimeout, &c.cfg.settings), "join")
+			if err := c.writeJoinFiles(ctx, n); err != nil {
+				return err
+			}
+			return c.kubeadm(ctx, n, "", "join")
 		})
 	}
 	g.Go(func() error {

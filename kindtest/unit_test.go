@@ -149,8 +149,8 @@ func TestKubeadmConfig(t *testing.T) {
 	if remote := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"10.251.0.2"}}); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\n") {
 		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
 	}
-	join := kubeadmJoinConfig(cp.ip, &Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})
-	for _, s := range []string{"kind: JoinConfiguration", "apiServerEndpoint: 172.18.0.2:6443", "name: c-worker", `value: "172.18.0.3"`, "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
+	join := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})
+	for _, s := range []string{"kind: JoinConfiguration", "tlsBootstrapToken: \"abcdef.0123456789abcdef\"", "name: c-worker", `value: "172.18.0.3"`, "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {
 			t.Errorf("join config lacks %q", s)
 		}
@@ -160,7 +160,7 @@ func TestKubeadmConfig(t *testing.T) {
 	if cfg := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: v2, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}}); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
 		t.Errorf("cgroup v2 init config: want the systemd driver and no failCgroupV1:\n%s", cfg)
 	}
-	if cfg := kubeadmJoinConfig(v2.ip, &Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") {
+	if cfg := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") {
 		t.Errorf("cgroup v2 join config has failCgroupV1:\n%s", cfg)
 	}
 	if !strings.Contains(join, "failCgroupV1: false") {

@@ -353,3 +353,35 @@ rules: []
 		}
 	}
 }
+
+func TestDiscoveryKubeconfig(t *testing.T) {
+	var kc struct {
+		Clusters []struct {
+			Name    string
+			Cluster map[string]string
+		}
+		Users []struct {
+			Name string
+			User map[string]string
+		}
+		Contexts []struct {
+			Name    string
+			Context map[string]string
+		}
+		CurrentContext string `yaml:"current-context"`
+	}
+	if err := yaml.Unmarshal([]byte(DiscoveryKubeconfig("https://172.18.0.2:6443", "Q0FEQVRB")), &kc); err != nil {
+		t.Fatal(err)
+	}
+	if len(kc.Clusters) != 1 || kc.Clusters[0].Cluster["server"] != "https://172.18.0.2:6443" || kc.Clusters[0].Cluster["certificate-authority-data"] != "Q0FEQVRB" {
+		t.Errorf("clusters: %+v", kc.Clusters)
+	}
+	// kubeadm requires the current context's user to exist; it must hold
+	// no credentials (kubeadm would then use them rather than the token).
+	if len(kc.Contexts) != 1 || kc.Contexts[0].Name != kc.CurrentContext || kc.Contexts[0].Context["cluster"] != kc.Clusters[0].Name {
+		t.Errorf("contexts: %+v, current %q", kc.Contexts, kc.CurrentContext)
+	}
+	if len(kc.Users) != 1 || kc.Users[0].Name != kc.Contexts[0].Context["user"] || len(kc.Users[0].User) != 0 {
+		t.Errorf("users: %+v", kc.Users)
+	}
+}

@@ -93,11 +93,11 @@ type InitConfig struct {
 // JoinConfig is what a joining node's kubeadm configuration holds: its
 // JoinConfiguration and KubeletConfiguration.
 type JoinConfig struct {
-	// APIServerEndpoint is the host the node joins through, on
-	// APIServerPort.
-	APIServerEndpoint string
-	// APIServerPort is the API server's port, there and on a joining
-	// control plane.
+	// DiscoveryFile is where the node holds the kubeconfig that names the
+	// API server it joins through and the cluster's CA (see
+	// DiscoveryKubeconfig).
+	DiscoveryFile string
+	// APIServerPort is the API server's port on a joining control plane.
 	APIServerPort int
 	// Token is the bootstrap token.
 	Token string
@@ -134,6 +134,30 @@ func (c InitConfig) YAML() string { return render(templates, "init", c) }
 
 // YAML renders a joining node's kubeadm configuration.
 func (c JoinConfig) YAML() string { return render(templates, "join", c) }
+
+// DiscoveryKubeconfig is the kubeconfig a joining node discovers the
+// cluster with: the API server at server (https://host:port) and the
+// cluster's CA certificate, base64-encoded PEM as kubeconfigs hold it, and
+// no credentials (the bootstrap token is in the JoinConfiguration).
+func DiscoveryKubeconfig(server, caData string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: discovery
+  user: {}
+contexts:
+- name: discovery
+  context:
+    cluster: cluster
+    user: discovery
+current-context: discovery
+`, server, caData)
+}
 
 // render executes the template name of set: kubeadm.tmpl's or the add-on
 // manifests'. Their data are fixed structs of strings, numbers and maps,
