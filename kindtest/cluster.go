@@ -44,6 +44,9 @@ type Cluster struct {
 	token             string // kubeadm bootstrap token for joining workers
 	// addons are the kube-proxy and CoreDNS objects, created during init.
 	addons []bootstrap.Object
+	// prebootFiles are files of the first control plane, by path, that it
+	// printed before boot (the admin's and super-admin's kubeconfigs).
+	prebootFiles map[string]string
 	// lbIP is the load balancer's address on the cluster's network, with
 	// several control planes (WithControlPlanes); "" with one.
 	lbIP string

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // apiServerPort is where kube-apiserver listens inside the control plane.
@@ -138,30 +137,6 @@ Rootless engines cannot, nor can hosts whose capability bounding set lacks a
 capability Docker grants privileged containers; on such a host, give dockerd a
 runtime that drops the missing capability, or use another host.`
 
-// prepareNode sets up what a node needs before it boots: its pod network
-// and DNS and, on the control plane, kubeadm's files, side by side.
-func (c *Cluster) prepareNode(ctx context.Context, n *Node) error {
-	if !c.cfg.kubernetes {
-		return nil
-	}
-	g, ctx := concurrent.WithContext(ctx)
-	steps := []func() error{func() error {
-		if _, err := n.run(ctx, nodeNetworkCommand(c, n)...); err != nil {
-			return c.nodeError(n, "set up node network", err)
-		}
-		return nil
-	}}
-	if n.index == 0 {
-		// The other control planes get the shared certificates from it
-		// when they join (see joinControlPlane).
-		steps = append(steps, func() error { return c.prepareControlPlane(ctx, n) })
-	}
-	for _, step := range steps {
-		g.Go(step)
-	}
-	return g.Wait()
-}
-
 // bootNode sends the boot signal and waits until systemd reports the
 // system running (or degraded: a unit failed, which diagnostics will show
 // if it matters).
@@ -169,27 +144,16 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
 		return c.nodeError(n, "send boot signal", err)
 	}
-	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		res, err := n.Exec(ctx, "systemctl", "is-system-running")
-		state := strings.TrimSpace(res.Stdout)
-		var ee *ExitError
-		if err != nil && !errors.As(err, &ee) {
-			// The container itself is gone or stopped: no use waiting.
-			info, ierr := c.docker.InspectContainer(ctx, n.id)
-			switch {
-			case ierr != nil && ctx.Err() == nil:
-				return false, fmt.Errorf("node container cannot be inspected (%v): %w", ierr, err)
-			case ierr == nil && !info.Running:
-				return false, fmt.Errorf("node container is %s (exit code %d): %w", info.Status, info.ExitCode, err)
-			}
-			return false, nil
+	// The wait is in the node (see wait-systemd.sh); the exec also ends
+	// when the container stops, or with ctx.
+	_, err := n.run(ctx, bootstrap.WaitSystemdCommand()...)
+	if err != nil && ctx.Err() == nil {
+		if info, ierr := c.docker.InspectContainer(ctx, n.id); ierr != nil {
+			err = fmt.Errorf("node container cannot be inspected (%v): %w", ierr, err)
+		} else if !info.Running {
+			err = fmt.Errorf("node container is %s (exit code %d): %w", info.Status, info.ExitCode, err)
 		}
-		switch state {
-		case "running", "degraded":
-			return true, nil
-		}
-		return false, nil
-	})
+	}
 	if err != nil {
 		return c.nodeError(n, "wait for systemd", err)
 	}

@@ -142,68 +142,46 @@ func (c *Cluster) initParams(cp *Node) initParams {
 }
 
 // prepareControlPlane writes the control plane's kubeadm configuration
-// and runs the init phases that need no running system, before boot.
+// and the late add-ons' manifests, and runs the init phases that need no
+// running system, before boot, in one exec (see bootstrap.Preboot), which
+// also prints kubeadm's kube-proxy and CoreDNS manifests (kindtest
+// creates those add-ons itself, CoreDNS's fitted to a test cluster) and
+// the admin's and super-admin's kubeconfigs.
 func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err := c.checkFeatureGatesOnNode(ctx, cp); err != nil {
 		return err
 	}
 	c.token = newBootstrapToken()
-	if err := c.writeKubeadmConfig(ctx, cp, kubeadmInitConfig(c.initParams(cp))); err != nil {
-		return err
+	p := bootstrap.Preboot{
+		Config: kubeadmConfigPath,
+		Log:    prebootLog,
+		Files:  []bootstrap.File{{Path: kubeadmConfigPath, Content: kubeadmInitConfig(c.initParams(cp))}},
+		Addons: []string{"kube-proxy", "coredns"},
+		Print:  []string{adminKubeconfig, superAdminKubeconfig},
 	}
-	// kindtest applies the kube-proxy and CoreDNS add-ons itself, from
-	// kubeadm's own manifests, CoreDNS's fitted to a test cluster. The
-	// three kubeadm runs are independent.
-	var proxy, dns string
-	err := concurrent.All(ctx, 3, func(ctx context.Context, i int) error {
-		switch i {
-		case 0:
-			// kubelet-start cannot restart the kubelet before systemd
-			// runs, and says so; systemd starts it configured at boot.
-			if _, err := cp.run(ctx, bootstrap.KubeadmPrebootCommand(kubeadmConfigPath, prebootLog)...); err != nil {
-				dctx, cancel := detached(ctx, 10*time.Second)
-				defer cancel()
-				log, _ := cp.run(dctx, "cat", prebootLog)
-				return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err, Diagnostics: log}
-			}
-			return nil
-		case 1:
-			return c.printAddon(ctx, cp, "kube-proxy", &proxy)
-		default:
-			return c.printAddon(ctx, cp, "coredns", &dns)
-		}
-	})
+	if !c.cfg.withoutStorage {
+		p.Files = append(p.Files, bootstrap.File{Path: storageManifestPath, Content: storageManifest(c.apiHost(), apiServerPort)})
+	}
+	if c.cfg.networkPolicyEnforced() {
+		p.Files = append(p.Files, bootstrap.File{Path: networkPolicyManifestPath, Content: networkPolicyManifest(c.apiHost(), apiServerPort)})
+	}
+	// kubelet-start cannot restart the kubelet before systemd runs, and
+	// says so; systemd starts it configured at boot.
+	res, err := cp.ExecInput(ctx, strings.NewReader(p.Input()), p.Command()...)
 	if err != nil {
-		return err
+		return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err}
 	}
-	dns, err = bootstrap.FitCoreDNS(dns, min(len(c.nodes), 2), c.apiHost(), apiServerPort)
+	parts, err := p.Parse(res.Stdout)
+	if err != nil {
+		return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err}
+	}
+	c.prebootFiles = map[string]string{adminKubeconfig: parts[adminKubeconfig], superAdminKubeconfig: parts[superAdminKubeconfig]}
+	dns, err := bootstrap.FitCoreDNS(parts["coredns"], min(len(c.nodes), 2), c.apiHost(), apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	if c.addons, err = bootstrap.Objects(proxy + "\n---\n" + dns); err != nil {
+	if c.addons, err = bootstrap.Objects(parts["kube-proxy"] + "\n---\n" + dns); err != nil {
 		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}
-	}
-	// One exec writes every manifest file, each as many bytes of the
-	// input as its content.
-	var files []struct{ path, content string }
-	if !c.cfg.withoutStorage {
-		files = append(files, struct{ path, content string }{storageManifestPath, storageManifest(c.apiHost(), apiServerPort)})
-	}
-	if c.cfg.networkPolicyEnforced() {
-		files = append(files, struct{ path, content string }{networkPolicyManifestPath, networkPolicyManifest(c.apiHost(), apiServerPort)})
-	}
-	if len(files) == 0 {
-		return nil
-	}
-	var manifests string
-	var writes []string
-	for _, f := range files {
-		manifests += f.content
-		writes = append(writes, fmt.Sprintf("head -c %d > %s", len(f.content), f.path))
-	}
-	write := strings.Join(writes, " && ")
-	if _, err := cp.ExecInput(ctx, strings.NewReader(manifests), "sh", "-c", write); err != nil {
-		return c.nodeError(cp, "write add-on manifests", err)
 	}
 	return nil
 }
@@ -249,16 +227,6 @@ func gateProbeVerdict(out string) error {
 		}
 	}
 	return fmt.Errorf("the kubelet said: %s", strings.TrimSpace(out))
-}
-
-// printAddon has kubeadm print an add-on's manifests into out.
-func (c *Cluster) printAddon(ctx context.Context, cp *Node, name string, out *string) error {
-	res, err := cp.Exec(ctx, "kubeadm", "init", "phase", "addon", name, "--print-manifest", "--config", kubeadmConfigPath)
-	if err != nil {
-		return c.nodeError(cp, "print "+name+" manifests", err)
-	}
-	*out = res.Stdout
-	return nil
 }
 
 func (c *Cluster) writeKubeadmConfig(ctx context.Context, n *Node, cfg string) error {
@@ -312,11 +280,15 @@ func (c *Cluster) kubeletDiagnostics(n *Node) string {
 }
 
 // hostKubeconfig reads the kubeconfig at path (the user's, for errors)
-// from node cp and points it at the API server's published address.
+// from node cp, or takes it from what the first control plane printed
+// before boot, and points it at the API server's published address.
 func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string) ([]byte, error) {
-	raw, err := cp.run(ctx, "cat", path)
-	if err != nil {
-		return nil, c.nodeError(cp, "read "+user+" kubeconfig", err)
+	raw, ok := c.prebootFiles[path]
+	if !ok || cp != c.ControlPlane() {
+		var err error
+		if raw, err = cp.run(ctx, "cat", path); err != nil {
+			return nil, c.nodeError(cp, "read "+user+" kubeconfig", err)
+		}
 	}
 	kc, err := rewriteServer([]byte(raw), c.apiServer)
 	if err != nil {

@@ -133,14 +133,12 @@ func (c *Cluster) reprovision(ctx context.Context, n *Node) error {
 	if err != nil {
 		return c.nodeError(n, "read machine id", err)
 	}
-	if _, err := n.run(ctx, bootstrap.ProvisionCommand(strings.TrimSpace(id))...); err != nil {
+	steps := [][]string{bootstrap.ProvisionCommand(strings.TrimSpace(id))}
+	if c.cfg.kubernetes {
+		steps = append(steps, nodeNetworkCommand(c, n))
+	}
+	if _, err := n.run(ctx, bootstrap.Chain(steps...)...); err != nil {
 		return c.nodeError(n, "provision before boot", err)
-	}
-	if !c.cfg.kubernetes {
-		return nil
-	}
-	if _, err := n.run(ctx, nodeNetworkCommand(c, n)...); err != nil {
-		return c.nodeError(n, "set up node network", err)
 	}
 	return nil
 }

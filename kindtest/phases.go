@@ -214,19 +214,28 @@ func (c *Cluster) provision(ctx context.Context) error {
 	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.provisionNode(ctx, c.nodes[i]) })
 }
 
-// provisionNode prepares node n before systemd starts, in the order the
-// steps must run: the node itself (the provision script: read-only /sys,
-// cgroups, shared mounts, machine id), containerd's registry hosts, then
-// its pod network and DNS and, on the control plane, kubeadm's files (see
-// prepareNode).
+// provisionNode prepares node n before systemd starts, in one exec, in
+// the order the steps must run: the node itself (the provision script:
+// read-only /sys, cgroups, shared mounts, machine id), containerd's
+// registry hosts, then its pod network and DNS; then, on the first
+// control plane, kubeadm's files (see prepareControlPlane).
 func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
-	if _, err := n.run(ctx, bootstrap.ProvisionCommand("")...); err != nil {
+	steps := [][]string{bootstrap.ProvisionCommand("")}
+	if cmd := c.registryHostsCommand(n); cmd != nil {
+		steps = append(steps, cmd)
+	}
+	if c.cfg.kubernetes {
+		steps = append(steps, nodeNetworkCommand(c, n))
+	}
+	if _, err := n.run(ctx, bootstrap.Chain(steps...)...); err != nil {
 		return c.nodeError(n, "provision before boot", err)
 	}
-	if err := c.writeRegistryHosts(ctx, n); err != nil {
-		return err
+	if c.cfg.kubernetes && n.index == 0 {
+		// The other control planes get the shared certificates from it
+		// when they join (see joinControlPlane).
+		return c.prepareControlPlane(ctx, n)
 	}
-	return c.prepareNode(ctx, n)
+	return nil
 }
 
 // boot is the boot phase: every node is booted side by side (see

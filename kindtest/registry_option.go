@@ -174,23 +174,11 @@ func (c *Cluster) setRegistryAddr(info docker.Container) error {
 // every node containerd maps it to the registry container.
 func (c *Cluster) RegistryAddr() string { return c.registryAddr }
 
-// writeRegistryHosts writes, before boot, the containerd host
-// configuration of node n: the cluster registry's name mapped to its
-// container, and the mirrors. The control plane then waits until the
-// registry answers over the cluster's network.
-func (c *Cluster) writeRegistryHosts(ctx context.Context, n *Node) error {
-	cmd := c.registryHostsCommand(n)
-	if cmd == nil {
-		return nil
-	}
-	if _, err := n.run(ctx, cmd...); err != nil {
-		return c.nodeError(n, "write registry hosts", err)
-	}
-	return nil
-}
-
-// registryHostsCommand is what writeRegistryHosts runs on node n, nil
-// when there is nothing to write.
+// registryHostsCommand is what provisionNode runs on node n before boot,
+// nil when there is nothing to write: containerd's host configuration,
+// the cluster registry's name mapped to its container, and the mirrors.
+// The control plane then waits until the registry answers over the
+// cluster's network.
 func (c *Cluster) registryHostsCommand(n *Node) []string {
 	var hosts []bootstrap.RegistryHosts
 	index := map[string]int{}

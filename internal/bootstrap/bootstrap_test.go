@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -219,7 +220,12 @@ func TestCommands(t *testing.T) {
 		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "10.244.1.0/24", "10.244.0.0/16", "on", "10.244.0.0/24", "172.18.0.2", "10.244.2.0/24", "172.18.0.4")
 	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
 		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
-	check(KubeadmPrebootCommand("/c.yaml", "/p.log"), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	pre := Preboot{Config: "/c.yaml", Log: "/p.log", Files: []File{{"/c.yaml", "abc"}, {"/m.yaml", "de"}}, Addons: []string{"coredns"}, Print: []string{"/a.conf"}}
+	check(pre.Command(), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "/c.yaml", "3", "/m.yaml", "2", "--", "coredns", "--", "/a.conf", "--",
+		"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	if pre.Input() != "abcde" {
+		t.Errorf("preboot input %q", pre.Input())
+	}
 	check(KubeadmInitCommand(KubeadmInit{Config: "/c.yaml", Log: "/i.log", APIServerPort: 6443, Wrapper: []string{"timeout", "3"}}),
 		"kubeadm-init.sh", "/c.yaml", "/i.log", "6443", HeldSchedulerManifest, SchedulerManifest, "timeout", "3")
 	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
@@ -383,5 +389,106 @@ func TestDiscoveryKubeconfig(t *testing.T) {
 	}
 	if len(kc.Users) != 1 || kc.Users[0].Name != kc.Contexts[0].Context["user"] || len(kc.Users[0].User) != 0 {
 		t.Errorf("users: %+v", kc.Users)
+	}
+}
+
+// TestChain runs chained commands in a real shell: every word arrives
+// as it was given, the steps run in order, and the first failure stops
+// the rest and is named.
+func TestChain(t *testing.T) {
+	echo := []string{"sh", "-c", `printf '%s|' "$@"; echo`, "echo.sh", "a b", `$(false)`, "'", ""}
+	fail := []string{"sh", "-c", "exit 3", "fail.sh"}
+	never := []string{"sh", "-c", "echo never", "never.sh"}
+	if got := Chain(echo); !slices.Equal(got, echo) {
+		t.Errorf("one command is run as it is: %q", got)
+	}
+	cmd := Chain(echo, echo)
+	out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+	if want := "a b|$(false)|'||\na b|$(false)|'||\n"; err != nil || string(out) != want {
+		t.Errorf("two steps: %q, %v; want %q", out, err, want)
+	}
+	cmd = Chain(echo, fail, never)
+	out, err = exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "fail.sh failed (exit 3)") || strings.Contains(string(out), "never") {
+		t.Errorf("a failing step: %q, %v", out, err)
+	}
+	// More than nine arguments: the shell must read ${10} as the tenth.
+	many := append([]string{"sh", "-c", `echo "$#:$9:${10}"`, "many.sh"}, strings.Split("1 2 3 4 5 6 7 8 9 10", " ")...)
+	cmd = Chain(echo, many)
+	if out, err := exec.Command(cmd[0], cmd[1:]...).Output(); err != nil || !strings.HasSuffix(string(out), "10:9:10\n") {
+		t.Errorf("many arguments: %q, %v", out, err)
+	}
+}
+
+// TestPrebootScript runs kubeadm-preboot.sh on this host with a stand-in
+// for kubeadm (the script's own logic, not kubeadm's, is under test):
+// files from standard input, the phases in order, the manifest held
+// back, and output that Parse reads back; a failing phase fails it.
+func TestPrebootScript(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	manifest, held := filepath.Join(dir, "manifests/s.yaml"), filepath.Join(dir, "held/s.yaml")
+	fake := `#!/bin/sh
+# kubeadm init phase NAME [SUB] ... | kubeadm init phase addon NAME --print-manifest ...
+case "$3" in
+addon) echo "kind: $4"; exit 0 ;;
+fail) echo "phase fail: broken"; exit 1 ;;
+control-plane) mkdir -p "$(dirname "$MANIFEST")"; echo scheduler > "$MANIFEST" ;;
+esac
+echo "phase $3 $4"
+`
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "kubeadm"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := Preboot{Config: filepath.Join(dir, "k.yaml"), Log: filepath.Join(dir, "p.log"),
+		Files:  []File{{filepath.Join(dir, "k.yaml"), "config\n"}, {filepath.Join(dir, "sub/m.yaml"), "no newline"}},
+		Addons: []string{"kube-proxy", "coredns"}, Print: []string{filepath.Join(dir, "k.yaml")}}
+	run := func(phases ...string) (string, error) {
+		args := []string{p.Config, p.Log, manifest, held}
+		for _, f := range p.Files {
+			args = append(args, f.Path, strconv.Itoa(len(f.Content)))
+		}
+		args = append(append(append(append(append(append(args, "--"), p.Addons...), "--"), p.Print...), "--"), phases...)
+		cmd := command("kubeadm-preboot.sh", args...)
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "MANIFEST="+manifest)
+		c.Stdin = strings.NewReader(p.Input())
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil {
+			return stderr.String(), err
+		}
+		return string(out), nil
+	}
+	out, err := run("certs all", "control-plane all")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	parts, err := p.Parse(out)
+	if err != nil {
+		t.Fatalf("%v in %q", err, out)
+	}
+	if parts["kube-proxy"] != "kind: kube-proxy\n" || parts["coredns"] != "kind: coredns\n" || parts[p.Config] != "config\n" {
+		t.Errorf("parts %q", parts)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "sub/m.yaml")); string(b) != "no newline" {
+		t.Errorf("second file %q", b)
+	}
+	if b, _ := os.ReadFile(p.Log); string(b) != "phase certs all\nphase control-plane all\n" {
+		t.Errorf("log %q", b)
+	}
+	if b, err := os.ReadFile(held); string(b) != "scheduler\n" {
+		t.Errorf("held manifest %q, %v", b, err)
+	}
+	if _, err := (Preboot{Addons: []string{"x"}}).Parse(out); err == nil {
+		t.Error("Parse took output without the add-on it asked for")
+	}
+	if out, err := run("certs all", "fail now"); err == nil || !strings.Contains(out, "kubeadm init phase fail now failed") || !strings.Contains(out, "phase fail: broken") {
+		t.Errorf("a failed phase: %v, %q", err, out)
 	}
 }
