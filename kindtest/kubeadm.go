@@ -136,7 +136,7 @@ func kubeadmInitConfig(p initParams) string {
 		// a component nears its limit, instead of letting the heap double
 		// (see "Performance" in the README for what they save and cost).
 		APIServerEnv:         memoryLimit("160MiB"),
-		ControllerManagerEnv: memoryLimit("60MiB"),
+		ControllerManagerEnv: memoryLimit("40MiB"),
 		SchedulerEnv:         memoryLimit("40MiB"),
 		EtcdEnv:              memoryLimit("40MiB"),
 		FeatureGates:         s.featureGates,
