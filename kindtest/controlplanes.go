@@ -209,8 +209,7 @@ var sharedCertFiles = []string{
 }
 
 // joinControlPlane copies the shared certificates from the first control
-// plane to n and joins it as a control plane (and etcd member), with the
-// files writeJoinFiles wrote.
+// plane to n and joins it as a control plane (and etcd member).
 func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
 	first := c.ControlPlane()
 	res, err := first.Exec(ctx, append([]string{"tar", "-C", "/etc/kubernetes/pki", "-c"}, sharedCertFiles...)...)
@@ -220,10 +219,7 @@ func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
 	if _, err := n.ExecInput(ctx, strings.NewReader(res.Stdout), "sh", "-c", "mkdir -p /etc/kubernetes/pki && tar -C /etc/kubernetes/pki -x"); err != nil {
 		return c.nodeError(n, "write shared certificates", err)
 	}
-	if err := c.writeJoinFiles(ctx, n); err != nil {
-		return err
-	}
-	return c.kubeadm(ctx, n, "", "join")
+	return c.kubeadmJoin(ctx, n)
 }
 
 // runningControlPlane returns the first control plane whose container

@@ -23,7 +23,7 @@ const (
 	criSocket         = "unix:///run/containerd/containerd.sock"
 	kubeadmConfigPath = "/etc/kindtest/kubeadm.yaml"
 	// discoveryKubeconfigPath is where a joining node's kubeadm finds the
-	// API server and the cluster's CA (see writeJoinFiles).
+	// API server and the cluster's CA (see kubeadmJoin).
 	discoveryKubeconfigPath = "/etc/kindtest/discovery.conf"
 	adminKubeconfig         = "/etc/kubernetes/admin.conf"
 	// superAdminKubeconfig is in group system:masters, which no RBAC
@@ -148,7 +148,7 @@ const prebootLog = "/etc/kindtest/kubeadm-preboot.log"
 
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
 // control plane after the first, joining through the API server the
-// discovery kubeconfig names (see writeJoinFiles).
+// discovery kubeconfig names (see kubeadmJoin).
 func kubeadmJoinConfig(n *Node, token string, timeout time.Duration, s *settings) string {
 	cfg := bootstrap.JoinConfig{
 		DiscoveryFile: discoveryKubeconfigPath,

@@ -39,21 +39,28 @@ func nodeNetworkCommand(c *Cluster, n *Node) []string {
 	return bootstrap.NodeNetworkCommand(net)
 }
 
-// writeJoinFiles writes what kubeadm join reads on node n: its
-// configuration and the discovery kubeconfig, which names the API server
-// (through the load balancer with several control planes) and the CA of
-// the admin kubeconfig.
-func (c *Cluster) writeJoinFiles(ctx context.Context, n *Node) error {
+// kubeadmJoin joins node n, in one exec (see bootstrap.KubeadmJoin): it
+// writes kubeadm's configuration and the discovery kubeconfig, which
+// names the API server (through the load balancer with several control
+// planes) and the CA of the admin kubeconfig, and runs kubeadm join.
+func (c *Cluster) kubeadmJoin(ctx context.Context, n *Node) error {
 	f, err := kubeconfigFields(c.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
 	}
 	server := "https://" + net.JoinHostPort(c.apiHost(), strconv.Itoa(apiServerPort))
-	write := "mkdir -p " + filepath.Dir(discoveryKubeconfigPath) + " && cat > " + discoveryKubeconfigPath
-	if _, err := n.ExecInput(ctx, strings.NewReader(bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])), "sh", "-c", write); err != nil {
-		return c.nodeError(n, "write discovery kubeconfig", err)
+	j := bootstrap.KubeadmJoin{
+		Config: kubeadmConfigPath,
+		Log:    "/etc/kindtest/kubeadm-join.log",
+		Files: []bootstrap.File{
+			{Path: kubeadmConfigPath, Content: kubeadmJoinConfig(n, c.token, c.cfg.createTimeout, &c.cfg.settings)},
+			{Path: discoveryKubeconfigPath, Content: bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])},
+		},
 	}
-	return c.writeKubeadmConfig(ctx, n, kubeadmJoinConfig(n, c.token, c.cfg.createTimeout, &c.cfg.settings))
+	if _, err := n.ExecInput(ctx, strings.NewReader(j.Input()), j.Command()...); err != nil {
+		return &NodeError{Node: n.name, Step: "kubeadm join", Err: err, Diagnostics: c.kubeletDiagnostics(n)}
+	}
+	return nil
 }
 
 // kubeadmInit runs the rest of kubeadm init on the control plane and,
@@ -227,35 +234,6 @@ func gateProbeVerdict(out string) error {
 		}
 	}
 	return fmt.Errorf("the kubelet said: %s", strings.TrimSpace(out))
-}
-
-func (c *Cluster) writeKubeadmConfig(ctx context.Context, n *Node, cfg string) error {
-	write := "mkdir -p " + filepath.Dir(kubeadmConfigPath) + " && cat > " + kubeadmConfigPath
-	if _, err := n.ExecInput(ctx, strings.NewReader(cfg), "sh", "-c", write); err != nil {
-		return c.nodeError(n, "write kubeadm config", err)
-	}
-	return nil
-}
-
-// kubeadm runs kubeadm on the node with the configuration cfg, or with the
-// one already written when cfg is "".
-func (c *Cluster) kubeadm(ctx context.Context, n *Node, cfg string, args ...string) error {
-	if cfg != "" {
-		if err := c.writeKubeadmConfig(ctx, n, cfg); err != nil {
-			return err
-		}
-	}
-	cmd := append([]string{"kubeadm"}, args...)
-	cmd = append(cmd, "--config", kubeadmConfigPath)
-	res, err := n.Exec(ctx, cmd...)
-	// Kept for log export whatever the outcome.
-	dctx, cancel := detached(ctx, 10*time.Second)
-	defer cancel()
-	_, _ = n.ExecInput(dctx, strings.NewReader(res.Stdout+res.Stderr), "sh", "-c", "cat > /etc/kindtest/kubeadm-"+args[0]+".log")
-	if err != nil {
-		return &NodeError{Node: n.name, Step: "kubeadm " + args[0], Err: err, Diagnostics: c.kubeletDiagnostics(n)}
-	}
-	return nil
 }
 
 // detached returns a context for work that must run although ctx ended

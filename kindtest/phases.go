@@ -271,7 +271,7 @@ func (c *Cluster) bootAndInit(ctx context.Context) error {
 }
 
 // join is the join phase, after init: the other nodes join the cluster
-// (see writeJoinFiles for what kubeadm join reads). Workers join side by
+// (see kubeadmJoin). Workers join side by
 // side; control planes one after the other, beside them: each adds an
 // etcd member, and etcd takes one new member at a time. The first failure
 // stops the rest.
@@ -282,12 +282,7 @@ func (c *Cluster) bootAndInit(ctx context.Context) error {
 func (c *Cluster) join(ctx context.Context) error {
 	g, ctx := concurrent.WithContext(ctx)
 	for _, n := range c.Workers() {
-		g.Go(func() error {
-			if err := c.writeJoinFiles(ctx, n); err != nil {
-				return err
-			}
-			return c.kubeadm(ctx, n, "", "join")
-		})
+		g.Go(func() error { return c.kubeadmJoin(ctx, n) })
 	}
 	g.Go(func() error {
 		for _, n := range c.ControlPlanes()[1:] {

@@ -223,6 +223,11 @@ func TestCommands(t *testing.T) {
 	pre := Preboot{Config: "/c.yaml", Log: "/p.log", Files: []File{{"/c.yaml", "abc"}, {"/m.yaml", "de"}}, Addons: []string{"coredns"}, Print: []string{"/a.conf"}}
 	check(pre.Command(), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "/c.yaml", "3", "/m.yaml", "2", "--", "coredns", "--", "/a.conf", "--",
 		"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
+	join := KubeadmJoin{Config: "/c.yaml", Log: "/j.log", Files: []File{{"/c.yaml", "abc"}, {"/d.conf", "de"}}}
+	check(join.Command(), "kubeadm-join.sh", "/c.yaml", "/j.log", "/c.yaml", "3", "/d.conf", "2")
+	if join.Input() != "abcde" {
+		t.Errorf("join input %q", join.Input())
+	}
 	if pre.Input() != "abcde" {
 		t.Errorf("preboot input %q", pre.Input())
 	}
@@ -490,5 +495,39 @@ echo "phase $3 $4"
 	}
 	if out, err := run("certs all", "fail now"); err == nil || !strings.Contains(out, "kubeadm init phase fail now failed") || !strings.Contains(out, "phase fail: broken") {
 		t.Errorf("a failed phase: %v, %q", err, out)
+	}
+}
+
+// TestJoinScript runs kubeadm-join.sh on this host with a stand-in for
+// kubeadm: the files are written before kubeadm runs, its output is kept
+// in the log, and a failure shows the log's tail.
+func TestJoinScript(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake := "#!/bin/sh\ncat \"$3\"; cat \"$DISCOVERY\"; [ -z \"$FAIL\" ] || { echo broken; exit 1; }\n"
+	if err := os.WriteFile(filepath.Join(bin, "kubeadm"), []byte(fake), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := KubeadmJoin{Config: filepath.Join(dir, "k.yaml"), Log: filepath.Join(dir, "j.log"),
+		Files: []File{{filepath.Join(dir, "k.yaml"), "config;"}, {filepath.Join(dir, "d/discovery.conf"), "discovery;"}}}
+	run := func(fail string) (string, error) {
+		cmd := j.Command()
+		c := exec.Command(cmd[0], cmd[1:]...)
+		c.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "DISCOVERY="+j.Files[1].Path, "FAIL="+fail)
+		c.Stdin = strings.NewReader(j.Input())
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(""); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if b, _ := os.ReadFile(j.Log); string(b) != "config;discovery;" {
+		t.Errorf("log %q", b)
+	}
+	if out, err := run("yes"); err == nil || !strings.Contains(out, "kubeadm join failed") || !strings.Contains(out, "config;discovery;broken") {
+		t.Errorf("a failed join: %v, %q", err, out)
 	}
 }

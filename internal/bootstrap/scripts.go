@@ -147,10 +147,7 @@ type File struct{ Path, Content string }
 
 // Command is the command to run with Input as its standard input.
 func (p Preboot) Command() []string {
-	args := []string{p.Config, p.Log, SchedulerManifest, HeldSchedulerManifest}
-	for _, f := range p.Files {
-		args = append(args, f.Path, strconv.Itoa(len(f.Content)))
-	}
+	args := append([]string{p.Config, p.Log, SchedulerManifest, HeldSchedulerManifest}, fileArgs(p.Files)...)
 	args = append(append(args, "--"), p.Addons...)
 	args = append(append(args, "--"), p.Print...)
 	args = append(append(args, "--"), prebootPhases...)
@@ -159,13 +156,42 @@ func (p Preboot) Command() []string {
 
 // Input is the standard input of Command: the files' contents, one after
 // the other.
-func (p Preboot) Input() string {
+func (p Preboot) Input() string { return filesInput(p.Files) }
+
+// fileArgs are the arguments that tell a script which files to write
+// from its standard input: each path and its size.
+func fileArgs(files []File) []string {
+	var args []string
+	for _, f := range files {
+		args = append(args, f.Path, strconv.Itoa(len(f.Content)))
+	}
+	return args
+}
+
+// filesInput is the standard input that goes with fileArgs.
+func filesInput(files []File) string {
 	var b strings.Builder
-	for _, f := range p.Files {
+	for _, f := range files {
 		b.WriteString(f.Content)
 	}
 	return b.String()
 }
+
+// KubeadmJoin is what kubeadm-join.sh does on a joining node, in one
+// exec: write Files (kubeadm's configuration among them), then run
+// kubeadm join with the configuration at Config, its output kept at Log.
+type KubeadmJoin struct {
+	Config, Log string
+	Files       []File
+}
+
+// Command is the command to run with Input as its standard input.
+func (j KubeadmJoin) Command() []string {
+	return command("kubeadm-join.sh", append([]string{j.Config, j.Log}, fileArgs(j.Files)...)...)
+}
+
+// Input is the standard input of Command: the files' contents.
+func (j KubeadmJoin) Input() string { return filesInput(j.Files) }
 
 // prebootMarker starts each part of kubeadm-preboot.sh's output, after an
 // empty line.
