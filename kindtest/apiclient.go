@@ -168,6 +168,9 @@ type nodeList struct {
 		Metadata struct {
 			Name string `json:"name"`
 		} `json:"metadata"`
+		Spec struct {
+			PodCIDR string `json:"podCIDR"`
+		} `json:"spec"`
 		Status struct {
 			Conditions []condition `json:"conditions"`
 			NodeInfo   struct {

@@ -16,7 +16,8 @@ import (
 // the test installs a CNI plugin (Calico, Cilium, a bridge configuration
 // of its own...). The controller-manager then allocates each node's pod
 // range (node.spec.podCIDR) from 10.244.0.0/16, as CNI plugins expect.
-// Start and New return once the API server answers, and say so; call
+// Start and New return once the API server answers and every node is
+// registered with its pod range, and say so; call
 // (*Cluster).WaitReady after applying the CNI. The node image carries the
 // standard CNI plugins in /usr/lib/cni. kindtest's NetworkPolicy agent
 // (see WithoutNetworkPolicy) is not installed either: the CNI plugin brings
@@ -54,9 +55,10 @@ func networkingReuseKey(c *config) string {
 	return b.String()
 }
 
-// waitAPIServer waits for the first readiness condition only, the API
-// server ready, for clusters whose nodes cannot be Ready before the test
-// installs a CNI plugin.
+// waitAPIServer waits for what a cluster whose nodes cannot be Ready
+// before the test installs a CNI plugin can give: the API server ready and
+// every node registered with its pod range (workers join without waiting
+// for their kubelet's registration, and a CNI plugin reads the range).
 func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	api, err := newAPIClient(c.kubeconfig)
 	if err != nil {
@@ -64,14 +66,42 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 	}
 	defer api.close()
 	var last error
+	what := "API server not ready"
 	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		last = apiServerReady(ctx, c, api)
+		if last = apiServerReady(ctx, c, api); last != nil {
+			return false, nil
+		}
+		what = "nodes not registered with a pod range"
+		last = nodesRegistered(ctx, c, api)
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("cluster %s: API server not ready: %w (last answer: %v)", c.name, err, last)
+		return fmt.Errorf("cluster %s: %s: %w (last answer: %v)", c.name, what, err, last)
 	}
-	c.log.Printf("kindtest: %s: API server ready; WithoutDefaultCNI: nodes stay NotReady until a CNI plugin is installed (then call WaitReady)", c.name)
+	c.log.Printf("kindtest: %s: API server ready, nodes registered; WithoutDefaultCNI: nodes stay NotReady until a CNI plugin is installed (then call WaitReady)", c.name)
+	return nil
+}
+
+// nodesRegistered is met once every node of the cluster has registered
+// and been given its pod range by the controller-manager.
+func nodesRegistered(ctx context.Context, c *Cluster, api *apiClient) error {
+	var nodes nodeList
+	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
+		return err
+	}
+	cidr := map[string]string{}
+	for _, item := range nodes.Items {
+		cidr[item.Metadata.Name] = item.Spec.PodCIDR
+	}
+	var missing []string
+	for _, n := range c.nodes {
+		if cidr[n.name] == "" {
+			missing = append(missing, n.name)
+		}
+	}
+	if len(missing) > 0 {
+		return errors.New("not registered with a pod range: " + strings.Join(missing, ", "))
+	}
 	return nil
 }
 

@@ -49,7 +49,8 @@ const (
 	// PhaseReady waits until the cluster is ready (see WaitReady).
 	PhaseReady Phase = "ready"
 	// PhaseAPIServer replaces PhaseReady WithoutDefaultCNI: it waits only
-	// for the API server, the nodes waiting for the test's CNI plugin.
+	// for the API server and for every node to register with its pod
+	// range, the nodes' readiness waiting for the test's CNI plugin.
 	PhaseAPIServer Phase = "api server"
 	// PhaseLateAddons starts applying the storage provisioner and the
 	// NetworkPolicy agent in the background; nothing waits for them.
