@@ -132,9 +132,10 @@ type flagRule struct {
 // ownFlags are the flags, per component, that kindtest or kubeadm sets from
 // the cluster's layout, so that changing them would break the cluster or
 // another option sets them. Flags kindtest only tunes (etcd's
-// unsafe-no-fsync, the controller-manager's and scheduler's leader-elect,
-// the controller-manager's kube-api-qps and kube-api-burst) may be
-// overridden: the argument given replaces kindtest's value.
+// unsafe-no-fsync, the API server's watch-cache, the controller-manager's
+// and scheduler's leader-elect, the controller-manager's kube-api-qps and
+// kube-api-burst) may be overridden: the argument given replaces
+// kindtest's value.
 var ownFlags = map[Component]map[string]string{
 	KubeAPIServer: {
 		"feature-gates":            "use WithFeatureGates",
@@ -176,7 +177,8 @@ var flagNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 // control plane, Kubelet on every node. Each argument is "--name=value"
 // or "name=value". Several calls add up; a flag given again replaces its
 // earlier value, and so does a flag kindtest only tunes (etcd's
-// unsafe-no-fsync, leader-elect, kube-api-qps, kube-api-burst). Flags that
+// unsafe-no-fsync, the API server's watch-cache, leader-elect,
+// kube-api-qps, kube-api-burst). Flags that
 // kindtest or kubeadm set from the cluster's layout, or that another
 // option sets (feature-gates, runtime-config, node-labels, ...), are
 // refused with the reason. Default: none.

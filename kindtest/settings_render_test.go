@@ -23,7 +23,7 @@ func TestKubeadmConfigGolden(t *testing.T) {
 		WithWorkers(1),
 		WithFeatureGates(map[string]bool{"ContainerStopSignals": true, "APIServerIdentity": false}),
 		WithRuntimeConfig(map[string]string{"api/alpha": "true", "internal.apiserver.k8s.io/v1alpha1": "true"}),
-		WithComponentArgs(KubeAPIServer, "--audit-log-maxage=3", "v=2"),
+		WithComponentArgs(KubeAPIServer, "--audit-log-maxage=3", "v=2", "--watch-cache=true"),
 		WithComponentArgs(KubeControllerManager, "--kube-api-qps=50"),
 		WithComponentArgs(KubeScheduler, "--v=3"),
 		WithComponentArgs(Etcd, "--unsafe-no-fsync=false"),
