@@ -164,20 +164,22 @@ type condition struct {
 }
 
 type nodeList struct {
-	Items []struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			PodCIDR string `json:"podCIDR"`
-		} `json:"spec"`
-		Status struct {
-			Conditions []condition `json:"conditions"`
-			NodeInfo   struct {
-				KubeletVersion string `json:"kubeletVersion"`
-			} `json:"nodeInfo"`
-		} `json:"status"`
-	} `json:"items"`
+	Items []node `json:"items"`
+}
+
+type node struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		PodCIDR string `json:"podCIDR"`
+	} `json:"spec"`
+	Status struct {
+		Conditions []condition `json:"conditions"`
+		NodeInfo   struct {
+			KubeletVersion string `json:"kubeletVersion"`
+		} `json:"nodeInfo"`
+	} `json:"status"`
 }
 
 type deployment struct {

@@ -85,24 +85,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 // nodesRegistered is met once every node of the cluster has registered
 // and been given its pod range by the controller-manager.
 func nodesRegistered(ctx context.Context, c *Cluster, api *apiClient) error {
-	var nodes nodeList
-	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
-		return err
-	}
-	cidr := map[string]string{}
-	for _, item := range nodes.Items {
-		cidr[item.Metadata.Name] = item.Spec.PodCIDR
-	}
-	var missing []string
-	for _, n := range c.nodes {
-		if cidr[n.name] == "" {
-			missing = append(missing, n.name)
-		}
-	}
-	if len(missing) > 0 {
-		return errors.New("not registered with a pod range: " + strings.Join(missing, ", "))
-	}
-	return nil
+	return c.everyNode(ctx, api, "not registered with a pod range", func(n node) bool { return n.Spec.PodCIDR != "" })
 }
 
 // WaitReady waits until the cluster is ready as Start leaves it: API

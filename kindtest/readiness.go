@@ -36,26 +36,36 @@ func apiServerReady(ctx context.Context, _ *Cluster, api *apiClient) error {
 
 // nodesReady is met once every node of the cluster reports Ready.
 func nodesReady(ctx context.Context, c *Cluster, api *apiClient) error {
+	return c.everyNode(ctx, api, "not Ready", func(n node) bool {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// everyNode is met once every node of the cluster is registered and met
+// says so of it; otherwise its error is what, followed by the nodes that
+// are not.
+func (c *Cluster) everyNode(ctx context.Context, api *apiClient, what string, met func(node) bool) error {
 	var nodes nodeList
 	if err := api.get(ctx, "/api/v1/nodes", &nodes); err != nil {
 		return err
 	}
-	ready := map[string]bool{}
-	for _, item := range nodes.Items {
-		for _, cond := range item.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready[item.Metadata.Name] = true
-			}
-		}
+	ok := map[string]bool{}
+	for _, n := range nodes.Items {
+		ok[n.Metadata.Name] = met(n)
 	}
 	var missing []string
 	for _, n := range c.nodes {
-		if !ready[n.name] {
+		if !ok[n.name] {
 			missing = append(missing, n.name)
 		}
 	}
 	if len(missing) > 0 {
-		return errors.New("not Ready: " + strings.Join(missing, ", "))
+		return errors.New(what + ": " + strings.Join(missing, ", "))
 	}
 	return nil
 }
