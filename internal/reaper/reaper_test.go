@@ -40,8 +40,22 @@ func (f *fixture) serve(cfg Config) {
 		f.t.Fatal(err)
 	}
 	f.ln = ln
+	// The reaper may log after the test has returned (a client's
+	// goroutine noting the test's last connection): from the test's
+	// cleanup on, its lines go no further than logf.
+	var logMu sync.Mutex
+	ended := false
+	f.t.Cleanup(func() {
+		logMu.Lock()
+		ended = true
+		logMu.Unlock()
+	})
 	cfg.Logf = func(format string, args ...any) {
-		f.t.Logf(format, args...)
+		logMu.Lock()
+		if !ended {
+			f.t.Logf(format, args...)
+		}
+		logMu.Unlock()
 		f.mu.Lock()
 		logf := f.logf
 		f.mu.Unlock()
