@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // WithoutDefaultCNI leaves the pod network to the test: kindtest writes no
@@ -55,28 +52,19 @@ func networkingReuseKey(c *config) string {
 	return b.String()
 }
 
-// waitAPIServer waits for what a cluster whose nodes cannot be Ready
-// before the test installs a CNI plugin can give: the API server ready and
-// every node registered with its pod range (workers join without waiting
-// for their kubelet's registration, and a CNI plugin reads the range).
+// registration is what a cluster whose nodes cannot be Ready before the
+// test installs a CNI plugin can give: the API server ready and every
+// node registered with its pod range (workers join without waiting for
+// their kubelet's registration, and a CNI plugin reads the range).
+var registration = []readinessCondition{
+	{"API server ready", apiServerReady},
+	{"nodes registered", nodesRegistered},
+}
+
+// waitAPIServer waits for registration, Start's last wait WithoutDefaultCNI.
 func (c *Cluster) waitAPIServer(ctx context.Context) error {
-	api, err := newAPIClient(c.kubeconfig)
-	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
-	}
-	defer api.close()
-	var last error
-	what := "API server not ready"
-	err = poll.Until(ctx, 50*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		if last = apiServerReady(ctx, c, api); last != nil {
-			return false, nil
-		}
-		what = "nodes not registered with a pod range"
-		last = nodesRegistered(ctx, c, api)
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("cluster %s: %s: %w (last answer: %v)", c.name, what, err, last)
+	if err := c.waitFor(ctx, registration); err != nil {
+		return err
 	}
 	c.log.Printf("kindtest: %s: API server ready, nodes registered; WithoutDefaultCNI: nodes stay NotReady until a CNI plugin is installed (then call WaitReady)", c.name)
 	return nil

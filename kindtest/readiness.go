@@ -93,10 +93,10 @@ func coreDNSReady(ctx context.Context, _ *Cluster, api *apiClient) error {
 	return nil
 }
 
-// notReady returns the name of the first readiness condition not yet met,
-// and why, or "" when the cluster is ready.
-func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string) {
-	for _, cond := range readiness {
+// notReady returns the name of the first of conds not yet met, and why,
+// or "" when all are.
+func (c *Cluster) notReady(ctx context.Context, api *apiClient, conds []readinessCondition) (string, string) {
+	for _, cond := range conds {
 		if err := cond.check(ctx, c, api); err != nil {
 			return cond.name, err.Error()
 		}
@@ -104,22 +104,26 @@ func (c *Cluster) notReady(ctx context.Context, api *apiClient) (string, string)
 	return "", ""
 }
 
-// waitReady waits until every readiness condition is met, logging how long
-// each took: the ready phase of creation, and WaitReady. On timeout it
-// says which condition failed and what the cluster showed then.
-func (c *Cluster) waitReady(ctx context.Context) error {
+// waitReady waits until every readiness condition is met: the ready
+// phase of creation, and WaitReady.
+func (c *Cluster) waitReady(ctx context.Context) error { return c.waitFor(ctx, readiness) }
+
+// waitFor waits until every one of conds is met, logging how long each
+// took. On timeout it says which condition failed and what the cluster
+// showed then.
+func (c *Cluster) waitFor(ctx context.Context, conds []readinessCondition) error {
 	api, err := newAPIClient(c.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("cluster %s: %w", c.name, err)
 	}
 	defer api.close()
-	pending := readiness[0].name
+	pending := conds[0].name
 	var detail string
 	start, last := time.Now(), ""
 	// A short cap: the last condition is seen met within 0.1 s; a poll is
 	// a few GETs on one kept-alive connection.
 	err = poll.Until(ctx, 50*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
-		pending, detail = c.notReady(ctx, api)
+		pending, detail = c.notReady(ctx, api, conds)
 		if pending != last {
 			// Which conditions took how long is what tuning needs.
 			if last != "" {

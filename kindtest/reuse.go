@@ -171,7 +171,7 @@ func (c *Cluster) checkReady(ctx context.Context) error {
 		return err
 	}
 	defer api.close()
-	if pending, detail := c.notReady(ctx, api); pending != "" {
+	if pending, detail := c.notReady(ctx, api, readiness); pending != "" {
 		return fmt.Errorf("not ready: %s: %s", pending, detail)
 	}
 	return nil
