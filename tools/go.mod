@@ -1,6 +1,7 @@
 // Module tools holds programs that kindtest's own tests run and users never
 // need: a module proxy made from a working tree (modproxy) and a container
-// registry (registry). It is a module of its own so that the library's go.mod
+// registry (registry), and one that measures the kindtest package's layout
+// (housemetrics). It is a module of its own so that the library's go.mod
 // never sees their dependencies.
 module github.com/kindtest/kindtest/tools
 
