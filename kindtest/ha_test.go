@@ -13,11 +13,22 @@ import (
 
 // TestControlPlanes makes one cluster of three control planes and a
 // worker, and checks that the API stays available through the load
-// balancer while the first control plane is stopped.
+// balancer while the first control plane is stopped. The cluster is
+// described as a kind configuration would describe it, three nodes of
+// role control-plane and a worker: that is WithControlPlanes(3) and
+// WithWorkers(1) (TestKindConfigOption checks the two configurations are
+// the same).
 func TestControlPlanes(t *testing.T) {
 	dc := engine(t)
 	began := time.Now()
-	c := start(t, dc, kindtest.WithControlPlanes(3), kindtest.WithWorkers(1))
+	c := start(t, dc, kindtest.WithKindConfig([]byte(`kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+- role: control-plane
+- role: control-plane
+- role: worker
+`)))
 	t.Logf("3 control planes + 1 worker ready in %v", time.Since(began).Round(time.Millisecond))
 	for _, p := range c.Timings() {
 		t.Logf("  phase %s: %v", p.Phase, p.Duration.Round(time.Millisecond))

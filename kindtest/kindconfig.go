@@ -42,13 +42,16 @@ var kindDefaults = map[string]string{
 }
 
 // WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
-// kind: Cluster), for the part kindtest supports: nodes (exactly one with
-// role control-plane, any number with role worker, in the order given;
-// their labels and extraMounts, without selinuxRelabel or propagation;
-// extraPortMappings of the control plane, TCP, as WithPortMapping),
-// featureGates and runtimeConfig. The workers set the worker count as
-// WithWorkers would, and the control plane is node 0 whatever its place in
-// the list, the workers 1 to n in order. Every other field is an error
+// kind: Cluster), for the part kindtest supports: nodes (with role
+// control-plane or worker, in the order given; their labels and
+// extraMounts, without selinuxRelabel or propagation; extraPortMappings of
+// a single control plane, TCP, as WithPortMapping), featureGates and
+// runtimeConfig. The control-plane nodes set the control-plane count as
+// WithControlPlanes would (1, 3 or 5), the workers the worker count as
+// WithWorkers would; nodes are indexed as those options index them, the
+// first control plane being node 0 whatever its place in the list, the
+// workers 1 to n in order, then the other control planes. No nodes is
+// kind's default, one control plane. Every other field is an error
 // naming the field and why: name, kubeadmConfigPatches(JSON6902),
 // containerdConfigPatches(JSON6902), nodes[].image,
 // nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
@@ -184,22 +187,22 @@ func applyKindConfig(c *config, data []byte) error {
 	if kc.Kind != "Cluster" || kc.APIVersion != "kind.x-k8s.io/v1alpha4" {
 		return fmt.Errorf("kind %q, apiVersion %q: want kind: Cluster, apiVersion: kind.x-k8s.io/v1alpha4", kc.Kind, kc.APIVersion)
 	}
-	// Node 0 is the control plane, then the workers in order.
-	order := []kindNode{}
-	cps := 0
+	// Node 0 is the first control plane, then the workers in order, then
+	// the other control planes, as WithControlPlanes indexes them.
+	var cps, workers []kindNode
 	for i, n := range kc.Nodes {
 		switch n.Role {
 		case "control-plane":
-			cps++
-			order = append([]kindNode{n}, order...)
+			cps = append(cps, n)
 		case "worker":
-			order = append(order, n)
+			workers = append(workers, n)
 		default:
 			errs = append(errs, fmt.Errorf("nodes[%d].role %q: use control-plane or worker", i, n.Role))
 		}
 		for j, pm := range n.ExtraPortMappings {
-			if n.Role != "control-plane" {
-				errs = append(errs, fmt.Errorf("field nodes[%d].extraPortMappings: kindtest publishes ports of the control-plane node only; a NodePort Service answers there too", i))
+			// Only the first control plane, node 0, publishes ports.
+			if n.Role != "control-plane" || len(cps) > 1 {
+				errs = append(errs, fmt.Errorf("field nodes[%d].extraPortMappings: kindtest publishes ports of the first control-plane node only; a NodePort Service answers there too", i))
 				break
 			}
 			if pm.ListenAddress != "" {
@@ -218,17 +221,20 @@ func applyKindConfig(c *config, data []byte) error {
 			}
 		}
 	}
-	switch {
-	case len(kc.Nodes) == 0:
+	if len(kc.Nodes) == 0 {
 		// kind's default: one control-plane node.
-		order = []kindNode{{Role: "control-plane"}}
-	case cps != 1:
-		errs = append(errs, fmt.Errorf("nodes: %d with role control-plane: kindtest clusters have exactly one", cps))
+		cps = []kindNode{{Role: "control-plane"}}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	c.workers = len(order) - 1
+	// The counts are WithWorkers' and WithControlPlanes': their checks,
+	// once every option is applied, judge them (validate).
+	c.workers, c.controlPlanes = len(workers), len(cps)
+	var order []kindNode
+	if len(cps) > 0 {
+		order = append(append(append(order, cps[0]), workers...), cps[1:]...)
+	}
 	opts := []Option{}
 	if len(kc.FeatureGates) > 0 {
 		opts = append(opts, WithFeatureGates(kc.FeatureGates))

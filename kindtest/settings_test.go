@@ -299,7 +299,7 @@ nodes:
   - {containerPort: 30080}
 `))),
 		"nodes[0].extraPortMappings[0].listenAddress is not supported", `nodes[0].extraPortMappings[1].protocol "UDP"`,
-		"nodes[1].extraPortMappings: kindtest publishes ports of the control-plane node only")
+		"nodes[1].extraPortMappings: kindtest publishes ports of the first control-plane node only")
 	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  disableDefaultCNI: true\n"))}); err != nil || !cfg.noDefaultCNI {
 		t.Errorf("kind disableDefaultCNI: true is not WithoutDefaultCNI: %v", err)
 	}
@@ -310,8 +310,43 @@ nodes:
 	if err != nil || len(cfg.portMappings) != 1 || cfg.portMappings[0] != (portMapping{hostPort: 8080, nodePort: 30080}) {
 		t.Errorf("kind extraPortMappings: %+v, %v", cfg, err)
 	}
-	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: control-plane\n- role: infra\n"))),
-		"nodes: 2 with role control-plane: kindtest clusters have exactly one", `nodes[2].role "infra"`)
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: infra\n"))),
+		`nodes[1].role "infra"`)
+	// The control-plane count is WithControlPlanes', judged by its checks.
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: control-plane\n"))),
+		"control planes: 2: an even count gains nothing")
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: worker\n"))),
+		"control planes: 0: a cluster needs at least one")
+	wantErr(t, optionErr(t, WithoutKubernetes(), WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: control-plane\n- role: control-plane\n"))),
+		"control planes: 3 with WithoutKubernetes")
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n- role: control-plane\n  extraPortMappings:\n  - containerPort: 30080\n- role: control-plane\n"))),
+		"nodes[1].extraPortMappings: kindtest publishes ports of the first control-plane node only")
+	// Three control planes: nodes indexed as WithControlPlanes indexes
+	// them, the first control plane 0, the workers next, then the others.
+	cfg, err = newConfig([]Option{WithKindConfig([]byte(`kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+  labels: {cp: a}
+  extraPortMappings:
+  - containerPort: 30080
+- role: worker
+  labels: {w: a}
+- role: control-plane
+  labels: {cp: b}
+- role: control-plane
+  labels: {cp: c}
+`))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := cfg.settings.nodeLabels; cfg.controlPlanes != 3 || cfg.workers != 1 || l[0]["cp"] != "a" || l[1]["w"] != "a" || l[2]["cp"] != "b" || l[3]["cp"] != "c" || len(cfg.portMappings) != 1 {
+		t.Errorf("kind config of 3 control planes read as %d control planes, %d workers, labels %v, port mappings %v", cfg.controlPlanes, cfg.workers, l, cfg.portMappings)
+	}
+	// The same as WithControlPlanes(3) with WithWorkers(1).
+	if want, err := newConfig([]Option{WithControlPlanes(3), WithWorkers(1)}); err != nil || want.controlPlanes != cfg.controlPlanes || want.workers != cfg.workers {
+		t.Errorf("WithControlPlanes(3), WithWorkers(1): %+v, %v", want, err)
+	}
 	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha3\n"))), "want kind: Cluster, apiVersion: kind.x-k8s.io/v1alpha4")
 	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  extraMounts:\n  - hostPath: /a\n    containerPath: /b\n    propagation: Bidirectional\n    selinuxRelabel: true\n"))),
 		"extraMounts[0].selinuxRelabel is not supported", `extraMounts[0].propagation "Bidirectional" is not supported`)
