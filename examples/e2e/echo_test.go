@@ -18,6 +18,9 @@ import (
 )
 
 func TestEchoService(t *testing.T) {
+	if testing.Short() {
+		t.Skip("engine test: needs a Docker engine and the node image; skipped under -short")
+	}
 	// One control plane and two workers; removed when the test ends,
 	// however it ends.
 	cluster := kindtest.Start(t, kindtest.WithWorkers(2))

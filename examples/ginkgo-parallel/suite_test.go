@@ -17,6 +17,9 @@ import (
 )
 
 func TestSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("engine test: needs a Docker engine and the node image; skipped under -short")
+	}
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "kindtest parallel Ginkgo example")
 }

@@ -15,8 +15,13 @@ import (
 
 // Client returns a client of the engine named by the environment, closed
 // when the test ends.
+// Under -short every engine test is skipped, engine or not: -short runs
+// the unit tests alone.
 func Client(t testing.TB) *docker.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("engine test: skipped under -short (run without -short to test against the engine)")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	dc, err := docker.New(ctx)
