@@ -22,63 +22,6 @@ import (
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
-// portMapping publishes nodePort of the control-plane node on hostPort of
-// the engine's host (0: a port the engine chooses).
-type portMapping struct {
-	hostPort, nodePort int
-}
-
-// WithPortMapping publishes nodePort of the control-plane node container
-// on hostPort of the engine's host, on the address the API server is
-// published on (127.0.0.1, or a remote engine's address). hostPort 0 lets
-// the engine choose a free port; MappedAddr says which. Any node port may
-// be mapped (a NodePort Service's, 30000-32767, or a hostNetwork pod's or
-// an ingress controller's 80 or 443) except 6443, the API server's, which
-// is published already. A node port may be mapped once, and a fixed host
-// port used once. Default: only the API server is published.
-func WithPortMapping(hostPort, nodePort int) Option {
-	return func(c *config) error {
-		c.portMappings = append(c.portMappings, portMapping{hostPort: hostPort, nodePort: nodePort})
-		return nil
-	}
-}
-
-// validatePortMappings checks each mapping and the set of them.
-func validatePortMappings(ms []portMapping) []error {
-	var errs []error
-	nodePorts, hostPorts := map[int]bool{}, map[int]bool{}
-	for _, m := range ms {
-		what := fmt.Sprintf("port mapping %d:%d", m.hostPort, m.nodePort)
-		ok := true
-		if m.hostPort < 0 || m.hostPort > 65535 {
-			errs = append(errs, fmt.Errorf("%s: host port %d is out of range: use 1-65535, or 0 to let the engine choose", what, m.hostPort))
-			ok = false
-		}
-		if m.nodePort < 1 || m.nodePort > 65535 {
-			errs = append(errs, fmt.Errorf("%s: node port %d is out of range 1-65535 (NodePort Services use 30000-32767)", what, m.nodePort))
-			ok = false
-		}
-		if m.nodePort == apiServerPort {
-			errs = append(errs, fmt.Errorf("%s: node port %d is the API server's, which is published already: use APIServer() or Kubeconfig()", what, m.nodePort))
-			ok = false
-		}
-		if !ok {
-			continue
-		}
-		if nodePorts[m.nodePort] {
-			errs = append(errs, fmt.Errorf("%s: node port %d is mapped twice: map it once", what, m.nodePort))
-		}
-		nodePorts[m.nodePort] = true
-		if m.hostPort != 0 {
-			if hostPorts[m.hostPort] {
-				errs = append(errs, fmt.Errorf("%s: host port %d is used twice: use another, or 0 to let the engine choose", what, m.hostPort))
-			}
-			hostPorts[m.hostPort] = true
-		}
-	}
-	return errs
-}
-
 // portBindings publishes the configured node ports of the control plane.
 func (c *Cluster) portBindings() []docker.PortBinding {
 	var out []docker.PortBinding

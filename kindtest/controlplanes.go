@@ -19,46 +19,6 @@ const LoadBalancerImage = images.LoadBalancerImage
 // container of a cluster with several control planes.
 const RoleLoadBalancer = "load-balancer"
 
-// maxControlPlanes is the most control planes WithControlPlanes allows:
-// etcd's own advice is 3 or 5 members; more only slow down every write.
-const maxControlPlanes = 5
-
-// WithControlPlanes sets the number of control-plane nodes: 1, 3 or 5.
-// With more than one, every control plane runs the API server,
-// controller-manager, scheduler and an etcd member (kubeadm's stacked etcd),
-// behind a load balancer (a container of image LoadBalancerImage, removed
-// with the cluster). The kubeconfig, the nodes' kubelets and the API
-// server's address within the cluster all go through the load balancer,
-// so the API stays available while any one control plane of three is
-// stopped (Node.Stop).
-//
-// Nodes are indexed, for WithNodeLabels, WithNodeTaints and WithMount, as
-// with one control plane: 0 is the first control plane, 1 to w the
-// workers of WithWorkers(w), and w+1 to w+n-1 the other control planes.
-// They are named <cluster>-control-plane, <cluster>-control-plane2, ...
-// Without workers, every control plane runs workloads. Default: 1.
-func WithControlPlanes(n int) Option {
-	return func(c *config) error { c.controlPlanes = n; return nil }
-}
-
-// validateControlPlanes checks WithControlPlanes against the rest.
-func (c *config) validateControlPlanes() []error {
-	n := c.controlPlanes
-	var errs []error
-	switch {
-	case n < 1:
-		errs = append(errs, fmt.Errorf("control planes: %d: a cluster needs at least one; use 1, 3 or 5", n))
-	case n > maxControlPlanes:
-		errs = append(errs, fmt.Errorf("control planes: %d: at most %d are allowed (etcd advises 3 or 5 members; more slow every write); use 1, 3 or 5", n, maxControlPlanes))
-	case n%2 == 0:
-		errs = append(errs, fmt.Errorf("control planes: %d: an even count gains nothing: etcd needs a majority (%d of %d) to work, so %d control planes survive no more failures than %d do; use 1, 3 or 5", n, n/2+1, n, n, n-1))
-	}
-	if n > 1 && !c.kubernetes {
-		errs = append(errs, fmt.Errorf("control planes: %d with WithoutKubernetes: without Kubernetes there is no control plane to replicate; leave WithControlPlanes out, or use WithWorkers for more nodes", n))
-	}
-	return errs
-}
-
 // ha says the cluster has several control planes behind a load balancer.
 func (c *Cluster) ha() bool { return c.cfg.controlPlanes > 1 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -39,48 +38,6 @@ var kindDefaults = map[string]string{
 	"networking.podSubnet":     podSubnet,
 	"networking.serviceSubnet": serviceSubnet,
 	"networking.kubeProxyMode": "iptables",
-}
-
-// WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
-// kind: Cluster), for the part kindtest supports: nodes (with role
-// control-plane or worker, in the order given; their labels and
-// extraMounts, without selinuxRelabel or propagation; extraPortMappings of
-// a single control plane, TCP, as WithPortMapping), featureGates and
-// runtimeConfig. The control-plane nodes set the control-plane count as
-// WithControlPlanes would (1, 3 or 5), the workers the worker count as
-// WithWorkers would; nodes are indexed as those options index them, the
-// first control plane being node 0 whatever its place in the list, the
-// workers 1 to n in order, then the other control planes. No nodes is
-// kind's default, one control plane. Every other field is an error
-// naming the field and why: name, kubeadmConfigPatches(JSON6902),
-// containerdConfigPatches(JSON6902), nodes[].image,
-// nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
-// networking field but disableDefaultCNI (true is WithoutDefaultCNI);
-// ipFamily, podSubnet, serviceSubnet and kubeProxyMode are accepted when
-// they state kindtest's own values: ipv4, 10.244.0.0/16, 10.96.0.0/16,
-// iptables. Options after it
-// add to or override what it set. Default: none.
-func WithKindConfig(data []byte) Option {
-	return func(c *config) error {
-		if err := applyKindConfig(c, data); err != nil {
-			return fmt.Errorf("kind config: %w", err)
-		}
-		return nil
-	}
-}
-
-// WithKindConfigFile is WithKindConfig with the file at path.
-func WithKindConfigFile(path string) Option {
-	return func(c *config) error {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("kind config: %w", err)
-		}
-		if err := applyKindConfig(c, data); err != nil {
-			return fmt.Errorf("kind config %s: %w", path, err)
-		}
-		return nil
-	}
 }
 
 type kindCluster struct {

@@ -32,24 +32,6 @@ const (
 // storage manifest, by the same detached apply).
 const networkPolicyManifestPath = "/etc/kindtest/network-policy.yaml"
 
-// WithoutNetworkPolicy leaves out the NetworkPolicy agent: policies are
-// accepted by the API server but not enforced, as on a cluster whose CNI
-// plugin ignores them. Default: NetworkPolicy is enforced by
-// kube-network-policies, a DaemonSet (NetworkPolicyDaemonSet) that Start
-// applies without waiting for it. Under WithoutDefaultCNI the agent is
-// never installed, with or without this option: the CNI plugin the test
-// installs brings its own enforcement (or none). With WithReuse, clusters
-// with and without the agent are told apart.
-func WithoutNetworkPolicy() Option {
-	return func(c *config) error { c.withoutNetworkPolicy = true; return nil }
-}
-
-// networkPolicyEnforced tells whether a cluster of this configuration runs
-// the agent.
-func (c *config) networkPolicyEnforced() bool {
-	return c.kubernetes && !c.noDefaultCNI && !c.withoutNetworkPolicy
-}
-
 // networkPolicyManifest returns the agent's ServiceAccount, RBAC and
 // DaemonSet. Like CoreDNS and the storage provisioner, the agent reaches
 // the API server at apiHost:apiPort rather than through the kubernetes

@@ -1,12 +1,24 @@
 package kindtest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
+	"os"
+	"path"
+	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // DefaultImage is the node image clusters use unless WithImage says
@@ -66,39 +78,56 @@ func (k KeepPolicy) String() string {
 // between them are reported once all have been applied.
 type Option func(*config) error
 
+// config is what the options set. The part that makes a cluster what it
+// is, and so decides which kept cluster a run may reuse, is its shape;
+// the rest says how it is made, logged and ended.
 type config struct {
-	workers       int
-	controlPlanes int // WithControlPlanes
-	image         string
-	prefix        string
+	shape
+	image         string // in the reuse hash by the image's ID
 	logger        Logger
 	createTimeout time.Duration
 	deleteTimeout time.Duration
 	keep          KeepPolicy
-	kubernetes    bool
 	artifactsDir  string
 	reuse         bool
 	runtime       string // OCI runtime of the nodes; set only by tests
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
-	// settings are what the options of settings.go set: feature gates,
-	// component flags, kubelet configuration, node labels, taints, mounts.
+}
+
+// shape is what makes two clusters interchangeable for reuse
+// (WithReuse): every option that changes what the cluster is. A run
+// attaches only to a kept cluster of the same shape and node image (see
+// reuseHash). A new config field goes here, or into config with a reason
+// on TestConfigFieldsAreShapeOrNot's list.
+type shape struct {
+	workers       int    // WithWorkers
+	controlPlanes int    // WithControlPlanes
+	kubernetes    bool   // WithoutKubernetes
+	prefix        string // WithNamePrefix
+	// settings are what WithFeatureGates, WithRuntimeConfig,
+	// WithComponentArgs, WithKubeletConfig, WithNodeLabels,
+	// WithNodeTaints and WithNodeMounts set.
 	settings settings
 	// portMappings publish node ports of the control plane on the host
 	// (WithPortMapping).
-	portMappings []portMapping
-	// registry and mirrors: see WithRegistry and WithRegistryMirror.
-	registry bool
-	mirrors  []registryMirror
-	// noDefaultCNI: see WithoutDefaultCNI.
-	noDefaultCNI bool
-	// withoutStorage leaves out the default StorageClass (WithoutStorage).
-	withoutStorage bool
-	// withoutNetworkPolicy leaves out the NetworkPolicy agent
-	// (WithoutNetworkPolicy).
-	withoutNetworkPolicy bool
+	portMappings         []portMapping
+	registry             bool             // WithRegistry
+	mirrors              []registryMirror // WithRegistryMirror
+	noDefaultCNI         bool             // WithoutDefaultCNI
+	withoutStorage       bool             // WithoutStorage
+	withoutNetworkPolicy bool             // WithoutNetworkPolicy
 }
+
+// portMapping publishes nodePort of the control-plane node on hostPort of
+// the engine's host (0: a port the engine chooses).
+type portMapping struct {
+	hostPort, nodePort int
+}
+
+// registryMirror is one WithRegistryMirror.
+type registryMirror struct{ host, endpoint string }
 
 // Limits on user input. Each node is a full container with systemd, a
 // container runtime and a kubelet; past a handful they only slow the host.
@@ -107,17 +136,23 @@ const (
 	maxPrefixLen = 20
 )
 
+// maxControlPlanes is the most control planes WithControlPlanes allows:
+// etcd's own advice is 3 or 5 members; more only slow down every write.
+const maxControlPlanes = 5
+
 var prefixPattern = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 
+var registryHostPattern = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*(:[0-9]{1,5})?$`)
+
+// defaultConfig is every option's default, the one place they are set
+// (each With... says its own).
 func defaultConfig() *config {
 	return &config{
+		shape:         shape{controlPlanes: 1, kubernetes: true, prefix: "kt"},
 		image:         DefaultImage,
-		controlPlanes: 1,
-		prefix:        "kt",
 		logger:        discard{},
 		createTimeout: 5 * time.Minute,
 		deleteTimeout: time.Minute,
-		kubernetes:    true,
 	}
 }
 
@@ -183,14 +218,22 @@ func parseKeep(v string) (KeepPolicy, error) {
 	return KeepNever, fmt.Errorf("KINDTEST_KEEP=%q: want never, on-failure or always", v)
 }
 
+// validate checks the configuration once every option is applied: every
+// check, in this order, so that all mistakes are reported at once. What
+// needs the node image or the engine's place is checked by prepare, still
+// before anything is created (checkVersion, checkMountSources, the
+// sidecar images).
 func (c *config) validate() error {
 	var errs []error
+	// The nodes: WithWorkers, WithControlPlanes, WithoutKubernetes.
 	if c.workers < 0 {
 		errs = append(errs, fmt.Errorf("workers: %d is negative: use 0 for a single control-plane node", c.workers))
 	}
 	if c.workers > maxWorkers {
 		errs = append(errs, fmt.Errorf("workers: %d: at most %d are allowed, each worker being a full node container", c.workers, maxWorkers))
 	}
+	errs = append(errs, c.validateControlPlanes()...)
+	// WithImage, WithNamePrefix.
 	if c.image == "" {
 		errs = append(errs, errors.New("image: empty: leave WithImage out to use "+DefaultImage))
 	}
@@ -199,23 +242,52 @@ func (c *config) validate() error {
 	} else if !prefixPattern.MatchString(c.prefix) {
 		errs = append(errs, fmt.Errorf("name prefix %q: use lowercase letters, digits and '-', starting with a letter and not ending with '-'", c.prefix))
 	}
+	// WithCreateTimeout, WithDeleteTimeout.
 	if c.createTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("create timeout %v: must be positive", c.createTimeout))
 	}
 	if c.deleteTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("delete timeout %v: must be positive", c.deleteTimeout))
 	}
-	errs = append(errs, c.validateControlPlanes()...)
-	errs = append(errs, c.settings.validate(c)...)
+	// The settings: node indexes, mounts, and what needs Kubernetes.
+	errs = append(errs, c.validateSettings()...)
+	// WithPortMapping.
 	errs = append(errs, validatePortMappings(c.portMappings)...)
-	errs = append(errs, c.validateNetworking()...)
+	// WithRegistryMirror.
+	errs = append(errs, c.validateRegistry()...)
+	// WithoutDefaultCNI.
+	if c.noDefaultCNI && !c.kubernetes {
+		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
+	}
 	return errors.Join(errs...)
 }
+
+// The options: the nodes, how the cluster is made and ended, the
+// Kubernetes settings, networking and add-ons, and kind's configuration
+// file.
 
 // WithWorkers sets the number of worker nodes besides the one control-plane
 // node. Default 0: a single node that runs workloads too.
 func WithWorkers(n int) Option {
 	return func(c *config) error { c.workers = n; return nil }
+}
+
+// WithControlPlanes sets the number of control-plane nodes: 1, 3 or 5.
+// With more than one, every control plane runs the API server,
+// controller-manager, scheduler and an etcd member (kubeadm's stacked etcd),
+// behind a load balancer (a container of image LoadBalancerImage, removed
+// with the cluster). The kubeconfig, the nodes' kubelets and the API
+// server's address within the cluster all go through the load balancer,
+// so the API stays available while any one control plane of three is
+// stopped (Node.Stop).
+//
+// Nodes are indexed, for WithNodeLabels, WithNodeTaints and WithMount, as
+// with one control plane: 0 is the first control plane, 1 to w the
+// workers of WithWorkers(w), and w+1 to w+n-1 the other control planes.
+// They are named <cluster>-control-plane, <cluster>-control-plane2, ...
+// Without workers, every control plane runs workloads. Default: 1.
+func WithControlPlanes(n int) Option {
+	return func(c *config) error { c.controlPlanes = n; return nil }
 }
 
 // WithImage sets the node image. Default DefaultImage, or KINDTEST_IMAGE
@@ -291,4 +363,484 @@ func WithArtifactsDir(dir string) Option {
 // Default off, or on when KINDTEST_REUSE=1.
 func WithReuse() Option {
 	return func(c *config) error { c.reuse = true; return nil }
+}
+
+// WithFeatureGates turns Kubernetes feature gates on or off in every
+// component: kube-apiserver, kube-controller-manager and kube-scheduler
+// (--feature-gates), the kubelet (featureGates of its
+// KubeletConfiguration) and kube-proxy (featureGates of its
+// KubeProxyConfiguration). Several calls add up; a later value for a gate
+// wins. Default: none, every gate at its default.
+//
+// Gate names are checked before anything is created against the list of
+// gates of KubernetesVersion generated from the Kubernetes source (unknown
+// gates, and locked gates set against their locked value, are errors).
+// When the node image carries another Kubernetes version only the syntax
+// is checked here; the node's kubelet then checks the gates before boot and
+// its refusal is the error.
+func WithFeatureGates(gates map[string]bool) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, name := range slices.Sorted(maps.Keys(gates)) {
+			if !gateNamePattern.MatchString(name) {
+				errs = append(errs, fmt.Errorf("feature gate %q: a gate name is letters and digits, starting with a letter (e.g. ContainerStopSignals)", name))
+				continue
+			}
+			if c.settings.featureGates == nil {
+				c.settings.featureGates = map[string]bool{}
+			}
+			c.settings.featureGates[name] = gates[name]
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithRuntimeConfig enables or disables API groups and versions in the
+// API server (its --runtime-config), e.g. {"api/alpha": "true"} or
+// {"internal.apiserver.k8s.io/v1alpha1": "true"}. Several calls add up; a
+// later value for a key wins. Default: none, the API server's defaults.
+func WithRuntimeConfig(cfg map[string]string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(cfg)) {
+			v := cfg[k]
+			switch {
+			case !runtimeConfigKeyPattern.MatchString(k):
+				errs = append(errs, fmt.Errorf("runtime config %q: a key is api/all, api/alpha, api/beta, api/ga, GROUP/VERSION or GROUP/VERSION/RESOURCE", k))
+			case v != "true" && v != "false":
+				errs = append(errs, fmt.Errorf("runtime config %s=%q: the value is \"true\" or \"false\"", k, v))
+			default:
+				if c.settings.runtimeConfig == nil {
+					c.settings.runtimeConfig = map[string]string{}
+				}
+				c.settings.runtimeConfig[k] = v
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithComponentArgs adds command-line flags to a component:
+// KubeAPIServer, KubeControllerManager, KubeScheduler and Etcd on the
+// control plane, Kubelet on every node. Each argument is "--name=value"
+// or "name=value". Several calls add up; a flag given again replaces its
+// earlier value, and so does a flag kindtest only tunes (etcd's
+// unsafe-no-fsync, the API server's watch-cache, leader-elect,
+// kube-api-qps, kube-api-burst). Flags that
+// kindtest or kubeadm set from the cluster's layout, or that another
+// option sets (feature-gates, runtime-config, node-labels, ...), are
+// refused with the reason. Default: none.
+func WithComponentArgs(component Component, args ...string) Option {
+	return func(c *config) error {
+		own, ok := ownFlags[component]
+		if !ok {
+			return fmt.Errorf("component args: unknown component %q: use KubeAPIServer, KubeControllerManager, KubeScheduler, Etcd or Kubelet", component)
+		}
+		var errs []error
+		for _, a := range args {
+			s := strings.TrimPrefix(a, "--")
+			name, value, found := strings.Cut(s, "=")
+			switch {
+			case !found || !flagNamePattern.MatchString(name) || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--"):
+				errs = append(errs, fmt.Errorf("component args: %s: %q is not a flag: write --name=value or name=value", component, a))
+			case own[name] != "":
+				errs = append(errs, fmt.Errorf("component args: %s: --%s is set by kindtest: %s", component, name, own[name]))
+			default:
+				if c.settings.args == nil {
+					c.settings.args = map[Component][]arg{}
+				}
+				c.settings.args[component] = setArg(c.settings.args[component], arg{name, value})
+			}
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithKubeletConfig merges fields into the KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
+// kindtest writes for every node's kubelet: patch is a YAML (or JSON)
+// mapping of its fields, e.g. "maxPods: 50\nsystemReserved:\n  memory: 100Mi".
+// Mappings merge key by key, any other value replaces kindtest's. Unknown
+// top-level fields of KubernetesVersion's KubeletConfiguration are errors,
+// and so are apiVersion, kind, cgroupDriver and featureGates (use
+// WithFeatureGates). Several calls merge in order. Default: kindtest's
+// configuration alone (systemd cgroup driver, no swap check, no image
+// garbage collection or disk-pressure eviction).
+func WithKubeletConfig(patch string) Option {
+	return func(c *config) error {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(patch), &m); err != nil {
+			return fmt.Errorf("kubelet config: not a YAML mapping: %w", err)
+		}
+		if m == nil {
+			return errors.New("kubelet config: empty: give a YAML mapping of KubeletConfiguration fields")
+		}
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if why := kubeletConfigOwn[k]; why != "" {
+				errs = append(errs, fmt.Errorf("kubelet config: field %s: set by kindtest: %s", k, why))
+			} else if !knownKubeletConfigFields[k] {
+				errs = append(errs, fmt.Errorf("kubelet config: field %s: not a field of the KubeletConfiguration of Kubernetes %s (names are case-sensitive, e.g. maxPods)", k, featureGatesVersion))
+			}
+		}
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		if c.settings.kubeletConfig == nil {
+			c.settings.kubeletConfig = map[string]any{}
+		}
+		bootstrap.Merge(c.settings.kubeletConfig, m)
+		return nil
+	}
+}
+
+// WithNodeLabels puts labels on a node: node 0 is the control plane, 1 to
+// n the workers of WithWorkers(n), n+1 on the other control planes of
+// WithControlPlanes. The kubelet registers the node with
+// them (kubeadm's nodeRegistration, --node-labels), so the node has them
+// from its first appearance. The kubelet refuses labels in the
+// kubernetes.io and k8s.io namespaces other than node.kubernetes.io/...,
+// kubelet.kubernetes.io/... and a few well-known ones, so those are
+// refused here; add others with `kubectl label` once the cluster is up.
+// Several calls add up. Default: only kindtest's kindtest.dev/node-index.
+func WithNodeLabels(node int, labels map[string]string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			v := labels[k]
+			if err := checkLabel(k, v); err != nil {
+				errs = append(errs, fmt.Errorf("node %d label %s=%s: %w", node, k, v, err))
+				continue
+			}
+			if c.settings.nodeLabels == nil {
+				c.settings.nodeLabels = map[int]map[string]string{}
+			}
+			if c.settings.nodeLabels[node] == nil {
+				c.settings.nodeLabels[node] = map[string]string{}
+			}
+			c.settings.nodeLabels[node][k] = v
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithNodeTaints taints a node (0 the control plane, 1 to n the workers,
+// n+1 on the other control planes of WithControlPlanes) as it registers (kubeadm's nodeRegistration.taints). Each taint is
+// "key=value:Effect" or "key:Effect", Effect being NoSchedule,
+// PreferNoSchedule or NoExecute. On the control plane of a cluster with
+// workers they come in addition to kubeadm's
+// node-role.kubernetes.io/control-plane:NoSchedule. Several calls add up.
+// Default: no taints, but that control-plane taint when there are workers.
+func WithNodeTaints(node int, taints ...string) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, s := range taints {
+			t, err := parseTaint(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("node %d taint %q: %w", node, s, err))
+				continue
+			}
+			if c.settings.nodeTaints == nil {
+				c.settings.nodeTaints = map[int][]taint{}
+			}
+			c.settings.nodeTaints[node] = append(c.settings.nodeTaints[node], t)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithNodeMounts mounts paths of the engine's host into a node container
+// (0 the control plane, 1 to n the workers, n+1 on the other control
+// planes of WithControlPlanes), as kind's extraMounts do.
+// Both paths must be absolute; a container path may not be one kindtest
+// mounts itself (/var, /tmp, /run, /lib/modules) or a system directory.
+// With a local engine the host path must exist, checked before anything
+// is created. With a remote engine (DOCKER_HOST=tcp://...) or from inside
+// a container of the engine, the host path is on the engine's host and
+// cannot be checked from here: the engine creates a missing one as an
+// empty directory. Several calls add up. Default: none.
+func WithNodeMounts(node int, mounts ...Mount) Option {
+	return func(c *config) error {
+		var errs []error
+		for _, m := range mounts {
+			if err := checkMount(m); err != nil {
+				errs = append(errs, fmt.Errorf("node %d mount %s:%s: %w", node, m.HostPath, m.ContainerPath, err))
+				continue
+			}
+			if c.settings.nodeMounts == nil {
+				c.settings.nodeMounts = map[int][]Mount{}
+			}
+			m.HostPath, m.ContainerPath = path.Clean(m.HostPath), path.Clean(m.ContainerPath)
+			c.settings.nodeMounts[node] = append(c.settings.nodeMounts[node], m)
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// WithPortMapping publishes nodePort of the control-plane node container
+// on hostPort of the engine's host, on the address the API server is
+// published on (127.0.0.1, or a remote engine's address). hostPort 0 lets
+// the engine choose a free port; MappedAddr says which. Any node port may
+// be mapped (a NodePort Service's, 30000-32767, or a hostNetwork pod's or
+// an ingress controller's 80 or 443) except 6443, the API server's, which
+// is published already. A node port may be mapped once, and a fixed host
+// port used once. Default: only the API server is published.
+func WithPortMapping(hostPort, nodePort int) Option {
+	return func(c *config) error {
+		c.portMappings = append(c.portMappings, portMapping{hostPort: hostPort, nodePort: nodePort})
+		return nil
+	}
+}
+
+// WithRegistry starts a container registry (the CNCF distribution
+// registry, image RegistryImage) for the cluster, removed with it. Images
+// pushed to RegistryAddr() from the engine's host (`docker push
+// localhost:PORT/name:tag`) are pulled by every node under the same name,
+// so a pod spec can say `image: localhost:PORT/name:tag`. Its storage is
+// the container's own file system. Default: no registry.
+func WithRegistry() Option {
+	return func(c *config) error { c.registry = true; return nil }
+}
+
+// WithRegistryMirror makes every node's containerd pull images of the
+// registry host (for example "docker.io", "registry.k8s.io" or
+// "_default" for every registry) from endpoint first, an http:// or
+// https:// URL, before the host itself. Several mirrors of one host are
+// tried in the order given. The host is a registry name as it appears in
+// image references, without a scheme. Default: no mirrors.
+func WithRegistryMirror(host, endpoint string) Option {
+	return func(c *config) error {
+		c.mirrors = append(c.mirrors, registryMirror{host: host, endpoint: endpoint})
+		return nil
+	}
+}
+
+// WithoutDefaultCNI leaves the pod network to the test: kindtest writes no
+// CNI configuration, adds no routes between nodes' pod ranges and no
+// masquerading, so nodes come up NotReady and CoreDNS stays Pending until
+// the test installs a CNI plugin (Calico, Cilium, a bridge configuration
+// of its own...). The controller-manager then allocates each node's pod
+// range (node.spec.podCIDR) from 10.244.0.0/16, as CNI plugins expect.
+// Start and New return once the API server answers and every node is
+// registered with its pod range, and say so; call
+// (*Cluster).WaitReady after applying the CNI. The node image carries the
+// standard CNI plugins in /usr/lib/cni. kindtest's NetworkPolicy agent
+// (see WithoutNetworkPolicy) is not installed either: the CNI plugin brings
+// its own enforcement, or none. Default: kindtest's own pod network, a
+// bridge per node, ready before the nodes boot, with NetworkPolicy
+// enforced.
+func WithoutDefaultCNI() Option {
+	return func(c *config) error { c.noDefaultCNI = true; return nil }
+}
+
+// WithoutStorage leaves out the default StorageClass and its provisioner,
+// for tests that bring their own (a CSI driver, another default class).
+// Default: every cluster has the StorageClass StorageClassName, marked as
+// the default class, with volumes on the node under StorageRoot. With
+// WithReuse, clusters with and without storage are told apart.
+func WithoutStorage() Option {
+	return func(c *config) error { c.withoutStorage = true; return nil }
+}
+
+// WithoutNetworkPolicy leaves out the NetworkPolicy agent: policies are
+// accepted by the API server but not enforced, as on a cluster whose CNI
+// plugin ignores them. Default: NetworkPolicy is enforced by
+// kube-network-policies, a DaemonSet (NetworkPolicyDaemonSet) that Start
+// applies without waiting for it. Under WithoutDefaultCNI the agent is
+// never installed, with or without this option: the CNI plugin the test
+// installs brings its own enforcement (or none). With WithReuse, clusters
+// with and without the agent are told apart.
+func WithoutNetworkPolicy() Option {
+	return func(c *config) error { c.withoutNetworkPolicy = true; return nil }
+}
+
+// WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
+// kind: Cluster), for the part kindtest supports: nodes (with role
+// control-plane or worker, in the order given; their labels and
+// extraMounts, without selinuxRelabel or propagation; extraPortMappings of
+// a single control plane, TCP, as WithPortMapping), featureGates and
+// runtimeConfig. The control-plane nodes set the control-plane count as
+// WithControlPlanes would (1, 3 or 5), the workers the worker count as
+// WithWorkers would; nodes are indexed as those options index them, the
+// first control plane being node 0 whatever its place in the list, the
+// workers 1 to n in order, then the other control planes. No nodes is
+// kind's default, one control plane. Every other field is an error
+// naming the field and why: name, kubeadmConfigPatches(JSON6902),
+// containerdConfigPatches(JSON6902), nodes[].image,
+// nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
+// networking field but disableDefaultCNI (true is WithoutDefaultCNI);
+// ipFamily, podSubnet, serviceSubnet and kubeProxyMode are accepted when
+// they state kindtest's own values: ipv4, 10.244.0.0/16, 10.96.0.0/16,
+// iptables. Options after it
+// add to or override what it set. Default: none.
+func WithKindConfig(data []byte) Option {
+	return func(c *config) error {
+		if err := applyKindConfig(c, data); err != nil {
+			return fmt.Errorf("kind config: %w", err)
+		}
+		return nil
+	}
+}
+
+// WithKindConfigFile is WithKindConfig with the file at path.
+func WithKindConfigFile(path string) Option {
+	return func(c *config) error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("kind config: %w", err)
+		}
+		if err := applyKindConfig(c, data); err != nil {
+			return fmt.Errorf("kind config %s: %w", path, err)
+		}
+		return nil
+	}
+}
+
+// The checks of validate that take more than a few lines.
+
+// validateControlPlanes checks WithControlPlanes against the rest.
+func (c *config) validateControlPlanes() []error {
+	n := c.controlPlanes
+	var errs []error
+	switch {
+	case n < 1:
+		errs = append(errs, fmt.Errorf("control planes: %d: a cluster needs at least one; use 1, 3 or 5", n))
+	case n > maxControlPlanes:
+		errs = append(errs, fmt.Errorf("control planes: %d: at most %d are allowed (etcd advises 3 or 5 members; more slow every write); use 1, 3 or 5", n, maxControlPlanes))
+	case n%2 == 0:
+		errs = append(errs, fmt.Errorf("control planes: %d: an even count gains nothing: etcd needs a majority (%d of %d) to work, so %d control planes survive no more failures than %d do; use 1, 3 or 5", n, n/2+1, n, n, n-1))
+	}
+	if n > 1 && !c.kubernetes {
+		errs = append(errs, fmt.Errorf("control planes: %d with WithoutKubernetes: without Kubernetes there is no control plane to replicate; leave WithControlPlanes out, or use WithWorkers for more nodes", n))
+	}
+	return errs
+}
+
+// validateSettings checks the settings against the rest of the
+// configuration.
+func (c *config) validateSettings() []error {
+	s := &c.settings
+	var errs []error
+	checkNode := func(what string, node int) {
+		last := c.workers + max(c.controlPlanes, 1) - 1
+		switch {
+		case node >= 0 && node <= last:
+		case c.controlPlanes > 1:
+			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the first control plane, 1 to %d the workers (WithWorkers(%d)), %d to %d the other control planes (WithControlPlanes(%d))", what, node, c.workers, c.workers, c.workers+1, last, c.controlPlanes))
+		default:
+			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the control plane, 1 to %d the workers (WithWorkers(%d))", what, node, c.workers, c.workers))
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeLabels)) {
+		checkNode("labels", n)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeTaints)) {
+		checkNode("taints", n)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
+		checkNode("mounts", n)
+		seen := map[string]bool{}
+		for _, m := range s.nodeMounts[n] {
+			if seen[m.ContainerPath] {
+				errs = append(errs, fmt.Errorf("mounts on node %d: %s is mounted twice", n, m.ContainerPath))
+			}
+			seen[m.ContainerPath] = true
+		}
+	}
+	if !c.kubernetes {
+		for what, set := range map[string]bool{
+			"WithFeatureGates": len(s.featureGates) > 0, "WithRuntimeConfig": len(s.runtimeConfig) > 0,
+			"WithComponentArgs": len(s.args) > 0, "WithKubeletConfig": len(s.kubeletConfig) > 0,
+			"WithNodeLabels": len(s.nodeLabels) > 0, "WithNodeTaints": len(s.nodeTaints) > 0,
+		} {
+			if set {
+				errs = append(errs, fmt.Errorf("%s: configures Kubernetes, which WithoutKubernetes leaves out", what))
+			}
+		}
+	}
+	// The default image carries the version the gate list was made from;
+	// another image is checked once its version is known (checkVersion).
+	if c.image == DefaultImage {
+		errs = append(errs, s.checkFeatureGates()...)
+	}
+	return errs
+}
+
+// validatePortMappings checks each mapping and the set of them.
+func validatePortMappings(ms []portMapping) []error {
+	var errs []error
+	nodePorts, hostPorts := map[int]bool{}, map[int]bool{}
+	for _, m := range ms {
+		what := fmt.Sprintf("port mapping %d:%d", m.hostPort, m.nodePort)
+		ok := true
+		if m.hostPort < 0 || m.hostPort > 65535 {
+			errs = append(errs, fmt.Errorf("%s: host port %d is out of range: use 1-65535, or 0 to let the engine choose", what, m.hostPort))
+			ok = false
+		}
+		if m.nodePort < 1 || m.nodePort > 65535 {
+			errs = append(errs, fmt.Errorf("%s: node port %d is out of range 1-65535 (NodePort Services use 30000-32767)", what, m.nodePort))
+			ok = false
+		}
+		if m.nodePort == apiServerPort {
+			errs = append(errs, fmt.Errorf("%s: node port %d is the API server's, which is published already: use APIServer() or Kubeconfig()", what, m.nodePort))
+			ok = false
+		}
+		if !ok {
+			continue
+		}
+		if nodePorts[m.nodePort] {
+			errs = append(errs, fmt.Errorf("%s: node port %d is mapped twice: map it once", what, m.nodePort))
+		}
+		nodePorts[m.nodePort] = true
+		if m.hostPort != 0 {
+			if hostPorts[m.hostPort] {
+				errs = append(errs, fmt.Errorf("%s: host port %d is used twice: use another, or 0 to let the engine choose", what, m.hostPort))
+			}
+			hostPorts[m.hostPort] = true
+		}
+	}
+	return errs
+}
+
+// validateRegistry checks the registry options.
+func (c *config) validateRegistry() []error {
+	var errs []error
+	for _, m := range c.mirrors {
+		switch {
+		case m.host == "":
+			errs = append(errs, fmt.Errorf("registry mirror for endpoint %q: empty host: name the registry it mirrors, such as \"docker.io\" (or \"_default\" for every registry)", m.endpoint))
+		case m.host != "_default" && !registryHostPattern.MatchString(m.host):
+			errs = append(errs, fmt.Errorf("registry mirror host %q: want a registry name as in image references, HOST or HOST:PORT without scheme or path, such as \"docker.io\"", m.host))
+		}
+		u, err := url.Parse(m.endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			errs = append(errs, fmt.Errorf("registry mirror endpoint %q for %q: want an http:// or https:// URL such as \"http://mirror.example.com:5000\"", m.endpoint, m.host))
+		}
+	}
+	return errs
+}
+
+// networkPolicyEnforced tells whether a cluster of this configuration runs
+// the agent.
+func (c *config) networkPolicyEnforced() bool {
+	return c.kubernetes && !c.noDefaultCNI && !c.withoutNetworkPolicy
+}
+
+// shapeVersion is the version of reuseHash's encoding of a shape. Raising
+// it (when the encoding, or what a field means, changes) leaves every kept
+// reusable cluster unmatched: they are made anew, and `kindtest prune
+// -all` removes the old ones. There are no compatibility branches.
+const shapeVersion = 3
+
+// reuseHash identifies a reusable cluster: the hash of a canonical
+// encoding of its shape, every field by name in declaration order (maps
+// sorted by key, as fmt prints them), and of its node image by ID, so
+// that a rebuilt image makes a new cluster.
+func reuseHash(cfg *config, imageID string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "kindtest reuse shape v%d\nimage %s\n", shapeVersion, imageID)
+	v := reflect.ValueOf(cfg.shape)
+	for i := range v.NumField() {
+		fmt.Fprintf(h, "%s %#v\n", v.Type().Field(i).Name, v.Field(i))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }

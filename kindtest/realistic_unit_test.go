@@ -95,30 +95,6 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	}
 }
 
-func TestNetworkingReuseKey(t *testing.T) {
-	def, _ := newConfig(nil)
-	if k := networkingReuseKey(def); k != "" {
-		t.Errorf("default configuration adds %q to the reuse hash: existing reusable clusters would no longer match", k)
-	}
-	seen := map[string]bool{"": true}
-	for _, opts := range [][]Option{
-		{WithRegistry()},
-		{WithoutDefaultCNI()},
-		{WithRegistryMirror("docker.io", "http://a:5000")},
-		{WithRegistryMirror("docker.io", "http://b:5000")},
-	} {
-		cfg, err := newConfig(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		k := networkingReuseKey(cfg)
-		if seen[k] {
-			t.Errorf("options %d share the reuse key %q with others", len(seen), k)
-		}
-		seen[k] = true
-	}
-}
-
 func TestRegistryEndpoint(t *testing.T) {
 	if want := fmt.Sprintf("http://%s:%d", registryAlias, images.RegistryPort); RegistryEndpoint != want {
 		t.Errorf("RegistryEndpoint %s, want %s", RegistryEndpoint, want)

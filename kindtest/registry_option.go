@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
-	"regexp"
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/bootstrap"
@@ -34,52 +32,6 @@ const registryAlias = "kindtest-registry"
 // registryHostsDir is where containerd on a node reads per-registry host
 // configuration (config_path in the node image's containerd.toml).
 const registryHostsDir = "/etc/containerd/certs.d"
-
-// registryMirror is one WithRegistryMirror.
-type registryMirror struct{ host, endpoint string }
-
-// WithRegistry starts a container registry (the CNCF distribution
-// registry, image RegistryImage) for the cluster, removed with it. Images
-// pushed to RegistryAddr() from the engine's host (`docker push
-// localhost:PORT/name:tag`) are pulled by every node under the same name,
-// so a pod spec can say `image: localhost:PORT/name:tag`. Its storage is
-// the container's own file system. Default: no registry.
-func WithRegistry() Option {
-	return func(c *config) error { c.registry = true; return nil }
-}
-
-// WithRegistryMirror makes every node's containerd pull images of the
-// registry host (for example "docker.io", "registry.k8s.io" or
-// "_default" for every registry) from endpoint first, an http:// or
-// https:// URL, before the host itself. Several mirrors of one host are
-// tried in the order given. The host is a registry name as it appears in
-// image references, without a scheme. Default: no mirrors.
-func WithRegistryMirror(host, endpoint string) Option {
-	return func(c *config) error {
-		c.mirrors = append(c.mirrors, registryMirror{host: host, endpoint: endpoint})
-		return nil
-	}
-}
-
-var registryHostPattern = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*(:[0-9]{1,5})?$`)
-
-// validateRegistry checks the registry options.
-func (c *config) validateRegistry() []error {
-	var errs []error
-	for _, m := range c.mirrors {
-		switch {
-		case m.host == "":
-			errs = append(errs, fmt.Errorf("registry mirror for endpoint %q: empty host: name the registry it mirrors, such as \"docker.io\" (or \"_default\" for every registry)", m.endpoint))
-		case m.host != "_default" && !registryHostPattern.MatchString(m.host):
-			errs = append(errs, fmt.Errorf("registry mirror host %q: want a registry name as in image references, HOST or HOST:PORT without scheme or path, such as \"docker.io\"", m.host))
-		}
-		u, err := url.Parse(m.endpoint)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			errs = append(errs, fmt.Errorf("registry mirror endpoint %q for %q: want an http:// or https:// URL such as \"http://mirror.example.com:5000\"", m.endpoint, m.host))
-		}
-	}
-	return errs
-}
 
 // checkRegistryImage makes sure the registry image is there before
 // anything is created.

@@ -2,8 +2,6 @@ package kindtest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -18,34 +16,6 @@ import (
 // completeMarker is written on the control plane once a cluster is ready;
 // a reusable cluster without it was left half-made.
 const completeMarker = "/etc/kindtest/complete"
-
-// reuseHash identifies a configuration: clusters made from the same image
-// (by ID, so that a rebuilt image makes a new cluster), the same number of
-// workers and control planes, with or without Kubernetes, the same prefix, the same
-// settings (feature gates, flags, labels, taints, mounts...), the same
-// port mappings, with or without the default StorageClass and with or
-// without the NetworkPolicy agent.
-func reuseHash(cfg *config, imageID string) string {
-	key := fmt.Sprintf("v2|%s|%d|%t|%t|%s", imageID, cfg.workers, cfg.kubernetes, !cfg.withoutStorage, cfg.prefix)
-	if cfg.controlPlanes > 1 {
-		// Only then: the hashes of clusters with one stay as they were.
-		key += fmt.Sprintf("|control-planes=%d", cfg.controlPlanes)
-	}
-	if f := cfg.settings.fingerprint(); f != "" {
-		// Only then: clusters kept with the default settings stay reusable.
-		key += "|" + f
-	}
-	for _, m := range cfg.portMappings {
-		key += fmt.Sprintf("|%d:%d", m.hostPort, m.nodePort)
-	}
-	key += networkingReuseKey(cfg) // "" unless a registry, mirrors or WithoutDefaultCNI
-	if cfg.withoutNetworkPolicy {
-		// Only then: clusters kept with the agent stay reusable.
-		key += "|no-network-policy"
-	}
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:])[:16]
-}
 
 // reuseLock takes the lock that says a run is using the cluster, without
 // waiting: ok is false when another run holds it. The kernel drops the

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
@@ -39,7 +37,8 @@ type Mount struct {
 	ReadOnly bool
 }
 
-// settings are the cluster settings of settings.go's options: what the
+// settings are the cluster settings that WithFeatureGates, WithRuntimeConfig,
+// WithComponentArgs, WithKubeletConfig and the node options set: what the
 // components run with and what the nodes carry. The zero value is the
 // default cluster.
 type settings struct {
@@ -63,62 +62,7 @@ func (t taint) String() string {
 	return t.key + "=" + t.value + ":" + t.effect
 }
 
-// WithFeatureGates turns Kubernetes feature gates on or off in every
-// component: kube-apiserver, kube-controller-manager and kube-scheduler
-// (--feature-gates), the kubelet (featureGates of its
-// KubeletConfiguration) and kube-proxy (featureGates of its
-// KubeProxyConfiguration). Several calls add up; a later value for a gate
-// wins. Default: none, every gate at its default.
-//
-// Gate names are checked before anything is created against the list of
-// gates of KubernetesVersion generated from the Kubernetes source (unknown
-// gates, and locked gates set against their locked value, are errors).
-// When the node image carries another Kubernetes version only the syntax
-// is checked here; the node's kubelet then checks the gates before boot and
-// its refusal is the error.
-func WithFeatureGates(gates map[string]bool) Option {
-	return func(c *config) error {
-		var errs []error
-		for _, name := range slices.Sorted(maps.Keys(gates)) {
-			if !gateNamePattern.MatchString(name) {
-				errs = append(errs, fmt.Errorf("feature gate %q: a gate name is letters and digits, starting with a letter (e.g. ContainerStopSignals)", name))
-				continue
-			}
-			if c.settings.featureGates == nil {
-				c.settings.featureGates = map[string]bool{}
-			}
-			c.settings.featureGates[name] = gates[name]
-		}
-		return errors.Join(errs...)
-	}
-}
-
 var gateNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
-
-// WithRuntimeConfig enables or disables API groups and versions in the
-// API server (its --runtime-config), e.g. {"api/alpha": "true"} or
-// {"internal.apiserver.k8s.io/v1alpha1": "true"}. Several calls add up; a
-// later value for a key wins. Default: none, the API server's defaults.
-func WithRuntimeConfig(cfg map[string]string) Option {
-	return func(c *config) error {
-		var errs []error
-		for _, k := range slices.Sorted(maps.Keys(cfg)) {
-			v := cfg[k]
-			switch {
-			case !runtimeConfigKeyPattern.MatchString(k):
-				errs = append(errs, fmt.Errorf("runtime config %q: a key is api/all, api/alpha, api/beta, api/ga, GROUP/VERSION or GROUP/VERSION/RESOURCE", k))
-			case v != "true" && v != "false":
-				errs = append(errs, fmt.Errorf("runtime config %s=%q: the value is \"true\" or \"false\"", k, v))
-			default:
-				if c.settings.runtimeConfig == nil {
-					c.settings.runtimeConfig = map[string]string{}
-				}
-				c.settings.runtimeConfig[k] = v
-			}
-		}
-		return errors.Join(errs...)
-	}
-}
 
 var runtimeConfigKeyPattern = regexp.MustCompile(`^(v1|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9]+(/[a-z0-9]([-a-z0-9.]*[a-z0-9])?)?)$`)
 
@@ -172,42 +116,6 @@ var ownFlags = map[Component]map[string]string{
 
 var flagNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
-// WithComponentArgs adds command-line flags to a component:
-// KubeAPIServer, KubeControllerManager, KubeScheduler and Etcd on the
-// control plane, Kubelet on every node. Each argument is "--name=value"
-// or "name=value". Several calls add up; a flag given again replaces its
-// earlier value, and so does a flag kindtest only tunes (etcd's
-// unsafe-no-fsync, the API server's watch-cache, leader-elect,
-// kube-api-qps, kube-api-burst). Flags that
-// kindtest or kubeadm set from the cluster's layout, or that another
-// option sets (feature-gates, runtime-config, node-labels, ...), are
-// refused with the reason. Default: none.
-func WithComponentArgs(component Component, args ...string) Option {
-	return func(c *config) error {
-		own, ok := ownFlags[component]
-		if !ok {
-			return fmt.Errorf("component args: unknown component %q: use KubeAPIServer, KubeControllerManager, KubeScheduler, Etcd or Kubelet", component)
-		}
-		var errs []error
-		for _, a := range args {
-			s := strings.TrimPrefix(a, "--")
-			name, value, found := strings.Cut(s, "=")
-			switch {
-			case !found || !flagNamePattern.MatchString(name) || strings.HasPrefix(a, "-") && !strings.HasPrefix(a, "--"):
-				errs = append(errs, fmt.Errorf("component args: %s: %q is not a flag: write --name=value or name=value", component, a))
-			case own[name] != "":
-				errs = append(errs, fmt.Errorf("component args: %s: --%s is set by kindtest: %s", component, name, own[name]))
-			default:
-				if c.settings.args == nil {
-					c.settings.args = map[Component][]arg{}
-				}
-				c.settings.args[component] = setArg(c.settings.args[component], arg{name, value})
-			}
-		}
-		return errors.Join(errs...)
-	}
-}
-
 // setArg sets a in list, replacing an argument of the same name in place.
 func setArg(list []arg, a arg) []arg {
 	for i := range list {
@@ -226,73 +134,6 @@ var kubeletConfigOwn = map[string]string{
 	"kind":         "kindtest writes a KubeletConfiguration",
 	"cgroupDriver": "the kubelet uses containerd's driver (systemd's on cgroup v2, cgroupfs on v1)",
 	"featureGates": "use WithFeatureGates",
-}
-
-// WithKubeletConfig merges fields into the KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
-// kindtest writes for every node's kubelet: patch is a YAML (or JSON)
-// mapping of its fields, e.g. "maxPods: 50\nsystemReserved:\n  memory: 100Mi".
-// Mappings merge key by key, any other value replaces kindtest's. Unknown
-// top-level fields of KubernetesVersion's KubeletConfiguration are errors,
-// and so are apiVersion, kind, cgroupDriver and featureGates (use
-// WithFeatureGates). Several calls merge in order. Default: kindtest's
-// configuration alone (systemd cgroup driver, no swap check, no image
-// garbage collection or disk-pressure eviction).
-func WithKubeletConfig(patch string) Option {
-	return func(c *config) error {
-		var m map[string]any
-		if err := yaml.Unmarshal([]byte(patch), &m); err != nil {
-			return fmt.Errorf("kubelet config: not a YAML mapping: %w", err)
-		}
-		if m == nil {
-			return errors.New("kubelet config: empty: give a YAML mapping of KubeletConfiguration fields")
-		}
-		var errs []error
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			if why := kubeletConfigOwn[k]; why != "" {
-				errs = append(errs, fmt.Errorf("kubelet config: field %s: set by kindtest: %s", k, why))
-			} else if !knownKubeletConfigFields[k] {
-				errs = append(errs, fmt.Errorf("kubelet config: field %s: not a field of the KubeletConfiguration of Kubernetes %s (names are case-sensitive, e.g. maxPods)", k, featureGatesVersion))
-			}
-		}
-		if len(errs) > 0 {
-			return errors.Join(errs...)
-		}
-		if c.settings.kubeletConfig == nil {
-			c.settings.kubeletConfig = map[string]any{}
-		}
-		bootstrap.Merge(c.settings.kubeletConfig, m)
-		return nil
-	}
-}
-
-// WithNodeLabels puts labels on a node: node 0 is the control plane, 1 to
-// n the workers of WithWorkers(n), n+1 on the other control planes of
-// WithControlPlanes. The kubelet registers the node with
-// them (kubeadm's nodeRegistration, --node-labels), so the node has them
-// from its first appearance. The kubelet refuses labels in the
-// kubernetes.io and k8s.io namespaces other than node.kubernetes.io/...,
-// kubelet.kubernetes.io/... and a few well-known ones, so those are
-// refused here; add others with `kubectl label` once the cluster is up.
-// Several calls add up. Default: only kindtest's kindtest.dev/node-index.
-func WithNodeLabels(node int, labels map[string]string) Option {
-	return func(c *config) error {
-		var errs []error
-		for _, k := range slices.Sorted(maps.Keys(labels)) {
-			v := labels[k]
-			if err := checkLabel(k, v); err != nil {
-				errs = append(errs, fmt.Errorf("node %d label %s=%s: %w", node, k, v, err))
-				continue
-			}
-			if c.settings.nodeLabels == nil {
-				c.settings.nodeLabels = map[int]map[string]string{}
-			}
-			if c.settings.nodeLabels[node] == nil {
-				c.settings.nodeLabels[node] = map[string]string{}
-			}
-			c.settings.nodeLabels[node][k] = v
-		}
-		return errors.Join(errs...)
-	}
 }
 
 // nodeIndexLabel is the label kindtest puts on every node.
@@ -363,31 +204,6 @@ func checkLabel(k, v string) error {
 	return nil
 }
 
-// WithNodeTaints taints a node (0 the control plane, 1 to n the workers,
-// n+1 on the other control planes of WithControlPlanes) as it registers (kubeadm's nodeRegistration.taints). Each taint is
-// "key=value:Effect" or "key:Effect", Effect being NoSchedule,
-// PreferNoSchedule or NoExecute. On the control plane of a cluster with
-// workers they come in addition to kubeadm's
-// node-role.kubernetes.io/control-plane:NoSchedule. Several calls add up.
-// Default: no taints, but that control-plane taint when there are workers.
-func WithNodeTaints(node int, taints ...string) Option {
-	return func(c *config) error {
-		var errs []error
-		for _, s := range taints {
-			t, err := parseTaint(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("node %d taint %q: %w", node, s, err))
-				continue
-			}
-			if c.settings.nodeTaints == nil {
-				c.settings.nodeTaints = map[int][]taint{}
-			}
-			c.settings.nodeTaints[node] = append(c.settings.nodeTaints[node], t)
-		}
-		return errors.Join(errs...)
-	}
-}
-
 func parseTaint(s string) (taint, error) {
 	i := strings.LastIndex(s, ":")
 	if i < 0 {
@@ -413,34 +229,6 @@ func parseTaint(s string) (taint, error) {
 // a mount over would break the node.
 var reservedMountPoints = []string{"/", "/var", "/tmp", "/run", "/lib/modules", "/proc", "/sys", "/dev", "/etc", "/usr"}
 
-// WithNodeMounts mounts paths of the engine's host into a node container
-// (0 the control plane, 1 to n the workers, n+1 on the other control
-// planes of WithControlPlanes), as kind's extraMounts do.
-// Both paths must be absolute; a container path may not be one kindtest
-// mounts itself (/var, /tmp, /run, /lib/modules) or a system directory.
-// With a local engine the host path must exist, checked before anything
-// is created. With a remote engine (DOCKER_HOST=tcp://...) or from inside
-// a container of the engine, the host path is on the engine's host and
-// cannot be checked from here: the engine creates a missing one as an
-// empty directory. Several calls add up. Default: none.
-func WithNodeMounts(node int, mounts ...Mount) Option {
-	return func(c *config) error {
-		var errs []error
-		for _, m := range mounts {
-			if err := checkMount(m); err != nil {
-				errs = append(errs, fmt.Errorf("node %d mount %s:%s: %w", node, m.HostPath, m.ContainerPath, err))
-				continue
-			}
-			if c.settings.nodeMounts == nil {
-				c.settings.nodeMounts = map[int][]Mount{}
-			}
-			m.HostPath, m.ContainerPath = path.Clean(m.HostPath), path.Clean(m.ContainerPath)
-			c.settings.nodeMounts[node] = append(c.settings.nodeMounts[node], m)
-		}
-		return errors.Join(errs...)
-	}
-}
-
 func checkMount(m Mount) error {
 	for _, p := range []struct{ what, p string }{{"host path", m.HostPath}, {"container path", m.ContainerPath}} {
 		switch {
@@ -454,55 +242,6 @@ func checkMount(m Mount) error {
 		return fmt.Errorf("container path %s is one kindtest or the node's system needs: mount below another directory", path.Clean(m.ContainerPath))
 	}
 	return nil
-}
-
-// validate checks the settings against the rest of the configuration,
-// once all options are applied.
-func (s *settings) validate(c *config) []error {
-	var errs []error
-	checkNode := func(what string, node int) {
-		last := c.workers + max(c.controlPlanes, 1) - 1
-		switch {
-		case node >= 0 && node <= last:
-		case c.controlPlanes > 1:
-			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the first control plane, 1 to %d the workers (WithWorkers(%d)), %d to %d the other control planes (WithControlPlanes(%d))", what, node, c.workers, c.workers, c.workers+1, last, c.controlPlanes))
-		default:
-			errs = append(errs, fmt.Errorf("%s on node %d: no such node: node 0 is the control plane, 1 to %d the workers (WithWorkers(%d))", what, node, c.workers, c.workers))
-		}
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeLabels)) {
-		checkNode("labels", n)
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeTaints)) {
-		checkNode("taints", n)
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
-		checkNode("mounts", n)
-		seen := map[string]bool{}
-		for _, m := range s.nodeMounts[n] {
-			if seen[m.ContainerPath] {
-				errs = append(errs, fmt.Errorf("mounts on node %d: %s is mounted twice", n, m.ContainerPath))
-			}
-			seen[m.ContainerPath] = true
-		}
-	}
-	if !c.kubernetes {
-		for what, set := range map[string]bool{
-			"WithFeatureGates": len(s.featureGates) > 0, "WithRuntimeConfig": len(s.runtimeConfig) > 0,
-			"WithComponentArgs": len(s.args) > 0, "WithKubeletConfig": len(s.kubeletConfig) > 0,
-			"WithNodeLabels": len(s.nodeLabels) > 0, "WithNodeTaints": len(s.nodeTaints) > 0,
-		} {
-			if set {
-				errs = append(errs, fmt.Errorf("%s: configures Kubernetes, which WithoutKubernetes leaves out", what))
-			}
-		}
-	}
-	// The default image carries the version the gate list was made from;
-	// another image is checked once its version is known (checkVersion).
-	if c.image == DefaultImage {
-		errs = append(errs, s.checkFeatureGates()...)
-	}
-	return errs
 }
 
 // checkFeatureGates checks the gates against the generated list of
@@ -563,37 +302,6 @@ func (s *settings) binds(i int) []string {
 		out = append(out, b)
 	}
 	return out
-}
-
-// fingerprint identifies the settings for reuse: clusters made with other
-// settings are not reused. "" for the default settings.
-func (s *settings) fingerprint() string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(s.featureGates)) {
-		fmt.Fprintf(&b, "gate %s=%t\n", k, s.featureGates[k])
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.runtimeConfig)) {
-		fmt.Fprintf(&b, "runtime %s=%s\n", k, s.runtimeConfig[k])
-	}
-	for _, comp := range slices.Sorted(maps.Keys(s.args)) {
-		for _, a := range s.args[comp] {
-			fmt.Fprintf(&b, "arg %s %s=%s\n", comp, a.name, a.value)
-		}
-	}
-	if len(s.kubeletConfig) > 0 {
-		y, _ := yaml.Marshal(s.kubeletConfig)
-		fmt.Fprintf(&b, "kubelet %s\n", y)
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeLabels)) {
-		fmt.Fprintf(&b, "labels %d %s\n", n, joinLabels(s.nodeLabels[n]))
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeTaints)) {
-		fmt.Fprintf(&b, "taints %d %v\n", n, s.nodeTaints[n])
-	}
-	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
-		fmt.Fprintf(&b, "mounts %d %q\n", n, s.binds(n))
-	}
-	return b.String()
 }
 
 // The rendering of the settings into kubeadm's configuration.

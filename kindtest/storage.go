@@ -53,15 +53,6 @@ func (c *Cluster) startLateAddons(ctx context.Context) error {
 	return nil
 }
 
-// WithoutStorage leaves out the default StorageClass and its provisioner,
-// for tests that bring their own (a CSI driver, another default class).
-// Default: every cluster has the StorageClass StorageClassName, marked as
-// the default class, with volumes on the node under StorageRoot. With
-// WithReuse, clusters with and without storage are told apart.
-func WithoutStorage() Option {
-	return func(c *config) error { c.withoutStorage = true; return nil }
-}
-
 // storageManifest returns the default StorageClass and its provisioner,
 // all in kube-system: namespaces other than the system ones are emptied
 // when a reused cluster is handed to the next run. The provisioner runs
