@@ -1,71 +1,17 @@
+// How a test reaches a cluster's API: the kubeconfig, the API server's
+// address, kubectl in the control plane.
+
 package kindtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
-	"regexp"
-	"sort"
-	"strconv"
+	"os"
+	"path/filepath"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/kindtest/kindtest/internal/bootstrap"
-	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/lifetime"
-	"github.com/kindtest/kindtest/internal/poll"
 )
-
-// portBindings publishes the configured node ports of the control plane.
-func (c *Cluster) portBindings() []docker.PortBinding {
-	var out []docker.PortBinding
-	for _, m := range c.cfg.portMappings {
-		b := docker.PortBinding{HostIP: c.place.publishIP, ContainerPort: m.nodePort}
-		if m.hostPort != 0 {
-			b.HostPort = strconv.Itoa(m.hostPort)
-		}
-		out = append(out, b)
-	}
-	return out
-}
-
-// startHint explains why a node container may not start: a fixed host
-// port of WithPortMapping that is taken, or privileges.
-func (c *Cluster) startHint(n *Node) string {
-	var fixed []string
-	for _, m := range c.cfg.portMappings {
-		if m.hostPort != 0 {
-			fixed = append(fixed, strconv.Itoa(m.hostPort))
-		}
-	}
-	if n.index != 0 || len(fixed) == 0 {
-		return privilegedHint
-	}
-	return fmt.Sprintf("WithPortMapping asks for host port(s) %s on %s: one may be in use (use host port 0 to let the engine choose), or:\n%s",
-		strings.Join(fixed, ", "), c.place.publishIP, privilegedHint)
-}
-
-// MappedAddr returns the host:port at which this process reaches nodePort
-// of the control-plane node, published with WithPortMapping: the
-// published port on the engine's host, or, from inside a container of the
-// engine, the node's own address on the cluster network (as for the API
-// server). A port that was not mapped is an error.
-func (c *Cluster) MappedAddr(nodePort int) (string, error) {
-	addr := c.ports[fmt.Sprintf("%d/tcp", nodePort)]
-	if addr == "" || nodePort == apiServerPort {
-		return "", fmt.Errorf("cluster %s: node port %d is not mapped: create the cluster WithPortMapping(0, %d)", c.name, nodePort, nodePort)
-	}
-	if c.place.kind == placementContainer {
-		return net.JoinHostPort(c.ControlPlane().ip, strconv.Itoa(nodePort)), nil
-	}
-	return addr, nil
-}
 
 // usable fails when the handle can no longer reach the cluster, or the
 // cluster has no Kubernetes.
@@ -79,622 +25,115 @@ func (c *Cluster) usable(what string) error {
 	return nil
 }
 
-// forwardKinds are the targets PortForward takes, by the names kubectl
-// knows them by.
-var forwardKinds = map[string]string{
-	"pod": "pod", "pods": "pod", "po": "pod",
-	"svc": "service", "service": "service", "services": "service",
-	"deployment": "deployment", "deployments": "deployment", "deploy": "deployment",
-}
-
-// parseTarget splits "kind/name".
-func parseTarget(target string) (kind, name string, err error) {
-	kind, name, ok := strings.Cut(target, "/")
-	if !ok || kind == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", fmt.Errorf("target %q: want KIND/NAME, e.g. pod/web or svc/web", target)
+// hostKubeconfig reads the kubeconfig at path (the user's, for errors)
+// from node cp, or takes it from what the first control plane printed
+// before boot, and points it at the API server's published address.
+func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string) ([]byte, error) {
+	raw, ok := c.prebootFiles[path]
+	if !ok || cp != c.ControlPlane() {
+		var err error
+		if raw, err = cp.run(ctx, "cat", path); err != nil {
+			return nil, c.nodeError(cp, "read "+user+" kubeconfig", err)
+		}
 	}
-	return strings.ToLower(kind), name, nil
-}
-
-// forwardTimeout bounds the resolution of a PortForward target.
-const forwardTimeout = 30 * time.Second
-
-// serviceProbePatience is how long PortForward keeps trying a Service
-// that has ready endpoints but refuses connections: kube-proxy's rules
-// follow the endpoints within seconds.
-const serviceProbePatience = 15 * time.Second
-
-// socatLinger is how long a forwarded connection's relay (socat -t) goes
-// on in the other direction once one direction has ended.
-const socatLinger = "5"
-
-// PortForward forwards connections to 127.0.0.1:PORT in this process to
-// remotePort of a workload and returns that address. target is
-// "pod/NAME", "svc/NAME" (or "service/NAME": remotePort is then one of the
-// Service's ports, reached at its cluster IP through kube-proxy) or
-// "deployment/NAME" (its first ready pod, by name). The target is resolved
-// once: a missing object, a pod that is not Running, a Service without
-// that port or a port where nothing accepts connections is an error
-// before anything listens.
-//
-// Each accepted connection is relayed by socat in the control-plane node,
-// through a Docker exec, so it works wherever the engine is (local,
-// remote, or this process in a container of the engine). A connection
-// that cannot be relayed is closed, and why is logged. When one side has
-// ended its half of the stream, the relay waits 5 s at most for the other
-// to end.
-//
-// stop closes the listener and every open connection, and returns once
-// none is left; so does the end of ctx. Nothing else needs releasing.
-func (c *Cluster) PortForward(ctx context.Context, namespace, target string, remotePort int) (localAddr string, stop func(), err error) {
-	if err := c.usable("port-forward"); err != nil {
-		return "", nil, err
-	}
-	kind, name, err := parseTarget(target)
+	kc, err := rewriteServer([]byte(raw), c.apiServer)
 	if err != nil {
-		return "", nil, fmt.Errorf("port-forward: %w", err)
+		return nil, fmt.Errorf("cluster %s: %s kubeconfig: %w", c.name, user, err)
 	}
-	if forwardKinds[kind] == "" {
-		return "", nil, fmt.Errorf("port-forward %s: kind %q cannot be forwarded to: use pod/NAME, svc/NAME or deployment/NAME", target, kind)
-	}
-	if remotePort < 1 || remotePort > 65535 {
-		return "", nil, fmt.Errorf("port-forward %s: port %d is out of range 1-65535", target, remotePort)
-	}
-	if namespace == "" {
-		namespace = "default"
-	}
-	what := fmt.Sprintf("%s in namespace %s, port %d", target, namespace, remotePort)
-	rctx, cancel := context.WithTimeout(ctx, forwardTimeout)
-	defer cancel()
-	ip, err := c.resolveForward(rctx, namespace, forwardKinds[kind], name, remotePort)
-	if err != nil {
-		return "", nil, fmt.Errorf("port-forward %s: %w", what, err)
-	}
-	dest := net.JoinHostPort(ip, strconv.Itoa(remotePort))
-	// One connection now, so that a closed port is an error here rather
-	// than a closed connection later. A Service with ready endpoints
-	// gets a moment more: kube-proxy programs them a little after the
-	// pods are ready.
-	var refused string
-	probe := func() (bool, error) {
-		res, err := c.ControlPlane().Exec(rctx, "socat", "-u", "-t0", "OPEN:/dev/null", "TCP:"+dest+",connect-timeout=5")
-		var ee *ExitError
-		if errors.As(err, &ee) {
-			refused = lastLine(res.Stderr)
-			return false, nil
-		}
-		return err == nil, err
-	}
-	patience := time.Duration(0)
-	if forwardKinds[kind] == "service" {
-		patience = serviceProbePatience
-	}
-	pctx, pcancel := context.WithTimeout(rctx, patience)
-	err = poll.Until(pctx, 100*time.Millisecond, time.Second, probe)
-	pcancel()
-	if err != nil && refused == "" {
-		return "", nil, fmt.Errorf("port-forward %s: %w", what, err)
-	}
-	if err != nil {
-		return "", nil, fmt.Errorf("port-forward %s: nothing accepts connections at %s: %s", what, dest, refused)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("port-forward %s: %w", what, err)
-	}
-	f := &forwarder{c: c, ln: ln, dest: dest, what: what, conns: map[io.Closer]bool{}}
-	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	f.wg.Add(1)
-	go f.serve()
-	if ctx.Done() != nil {
-		go func() {
-			select {
-			case <-ctx.Done():
-				f.stop()
-			case <-f.ctx.Done():
-			}
-		}()
-	}
-	c.log.Printf("kindtest: %s: forwarding %s to %s (%s)", c.name, ln.Addr(), what, dest)
-	return ln.Addr().String(), f.stop, nil
+	return kc, nil
 }
 
-// lastLine is the last non-empty line of s, trimmed.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// resolveForward finds the address to dial for a target: a pod's IP or a
-// Service's cluster IP.
-func (c *Cluster) resolveForward(ctx context.Context, namespace, kind, name string, port int) (string, error) {
-	api, err := newAPIClient(c.kubeconfig)
-	if err != nil {
-		return "", err
-	}
-	defer api.close()
-	ns := "/namespaces/" + url.PathEscape(namespace)
-	switch kind {
-	case "service":
-		var svc struct {
-			Spec struct {
-				Type      string `json:"type"`
-				ClusterIP string `json:"clusterIP"`
-				Ports     []struct {
-					Port     int    `json:"port"`
-					Protocol string `json:"protocol"`
-				} `json:"ports"`
-			} `json:"spec"`
-		}
-		if err := api.get(ctx, "/api/v1"+ns+"/services/"+url.PathEscape(name), &svc); err != nil {
-			return "", notFound(err, "service", namespace, name)
-		}
-		if svc.Spec.Type == "ExternalName" {
-			return "", fmt.Errorf("service %s is of type ExternalName: it has no cluster IP to forward to", name)
-		}
-		if svc.Spec.ClusterIP == "" || svc.Spec.ClusterIP == "None" {
-			return "", fmt.Errorf("service %s is headless (no cluster IP): forward to one of its pods instead", name)
-		}
-		var have []string
-		found := false
-		for _, p := range svc.Spec.Ports {
-			if p.Port == port && (p.Protocol == "" || p.Protocol == "TCP") {
-				found = true
-			}
-			have = append(have, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
-		}
-		if !found {
-			return "", fmt.Errorf("service %s has no TCP port %d (its ports: %s)", name, port, strings.Join(have, ", "))
-		}
-		var slices struct {
-			Items []struct {
-				Endpoints []struct {
-					Conditions struct {
-						Ready *bool `json:"ready"`
-					} `json:"conditions"`
-				} `json:"endpoints"`
-			} `json:"items"`
-		}
-		if err := api.get(ctx, "/apis/discovery.k8s.io/v1"+ns+"/endpointslices?labelSelector="+url.QueryEscape("kubernetes.io/service-name="+name), &slices); err != nil {
-			return "", err
-		}
-		for _, s := range slices.Items {
-			for _, e := range s.Endpoints {
-				if e.Conditions.Ready == nil || *e.Conditions.Ready {
-					return svc.Spec.ClusterIP, nil
-				}
-			}
-		}
-		return "", fmt.Errorf("service %s has no ready endpoint: no ready pod matches its selector (wait for its pods first)", name)
-	case "deployment":
-		var d struct {
-			Spec struct {
-				Selector struct {
-					MatchLabels map[string]string `json:"matchLabels"`
-				} `json:"selector"`
-			} `json:"spec"`
-		}
-		if err := api.get(ctx, "/apis/apps/v1"+ns+"/deployments/"+url.PathEscape(name), &d); err != nil {
-			return "", notFound(err, "deployment", namespace, name)
-		}
-		var sel []string
-		for k, v := range d.Spec.Selector.MatchLabels {
-			sel = append(sel, k+"="+v)
-		}
-		sort.Strings(sel)
-		var pods podList
-		if err := api.get(ctx, "/api/v1"+ns+"/pods?labelSelector="+url.QueryEscape(strings.Join(sel, ",")), &pods); err != nil {
-			return "", err
-		}
-		sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Metadata.Name < pods.Items[j].Metadata.Name })
-		for _, p := range pods.Items {
-			if p.Status.Phase == "Running" && p.Status.PodIP != "" && podReady(p.Status.Conditions) {
-				return p.Status.PodIP, nil
-			}
-		}
-		return "", fmt.Errorf("deployment %s has no ready pod (of %d): wait for it first, e.g. Wait(ctx, %q, \"deployment/%s\", kindtest.Available)", name, len(pods.Items), namespace, name)
-	default:
-		var p struct {
-			Status struct {
-				Phase string `json:"phase"`
-				PodIP string `json:"podIP"`
-			} `json:"status"`
-		}
-		if err := api.get(ctx, "/api/v1"+ns+"/pods/"+url.PathEscape(name), &p); err != nil {
-			return "", notFound(err, "pod", namespace, name)
-		}
-		if p.Status.Phase != "Running" || p.Status.PodIP == "" {
-			return "", fmt.Errorf("pod %s is %s, not Running: wait for it first, e.g. Wait(ctx, %q, \"pod/%s\", kindtest.Ready)", name, p.Status.Phase, namespace, name)
-		}
-		return p.Status.PodIP, nil
-	}
-}
-
-func podReady(conds []condition) bool {
-	for _, c := range conds {
-		if c.Type == "Ready" && c.Status == "True" {
-			return true
-		}
-	}
-	return false
-}
-
-// notFound says plainly that an object does not exist.
-func notFound(err error, kind, namespace, name string) error {
-	if isStatus(err, 404) {
-		return fmt.Errorf("%s %s not found in namespace %s", kind, name, namespace)
-	}
-	return err
-}
-
-// forwarder is one PortForward: its listener and the connections it
-// relays.
-type forwarder struct {
-	c      *Cluster
-	ln     net.Listener
-	dest   string
-	what   string
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
-
-	mu      sync.Mutex
-	conns   map[io.Closer]bool
-	stopped bool
-}
-
-func (f *forwarder) serve() {
-	defer f.wg.Done()
-	for {
-		conn, err := f.ln.Accept()
-		if err != nil {
-			if f.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				f.c.log.Printf("kindtest: %s: port-forward %s: accept: %v", f.c.name, f.what, err)
-			}
-			return
-		}
-		if !f.track(conn) {
-			conn.Close()
-			return
-		}
-		f.wg.Add(1)
-		go f.relay(conn)
-	}
-}
-
-// track records an open connection; false once stopped.
-func (f *forwarder) track(cl io.Closer) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.stopped {
-		return false
-	}
-	f.conns[cl] = true
-	return true
-}
-
-func (f *forwarder) untrack(cl io.Closer) {
-	f.mu.Lock()
-	delete(f.conns, cl)
-	f.mu.Unlock()
-	cl.Close()
-}
-
-// relay joins one accepted connection to socat in the control plane.
-func (f *forwarder) relay(conn net.Conn) {
-	defer f.wg.Done()
-	defer f.untrack(conn)
-	cp := f.c.ControlPlane()
-	ec, err := f.c.docker.DialExec(f.ctx, cp.id, []string{"socat", "-t" + socatLinger, "STDIO", "TCP:" + f.dest + ",connect-timeout=10"})
-	if err != nil {
-		if f.ctx.Err() == nil {
-			f.c.log.Printf("kindtest: %s: port-forward %s: connection from %s: %v", f.c.name, f.what, conn.RemoteAddr(), err)
-		}
-		return
-	}
-	if !f.track(ec) {
-		ec.Close()
-		return
-	}
-	defer f.untrack(ec)
-	go func() {
-		// The client's half-close (or close) is the relay's end of input.
-		_, _ = io.Copy(ec, conn)
-		_ = ec.CloseWrite()
-	}()
-	_, _ = io.Copy(conn, ec)
-	// socat has ended, or the client is gone: nothing more can go either
-	// way. What socat still writes is dropped until it ends.
-	conn.Close()
-	go func() { _, _ = io.Copy(io.Discard, ec) }()
-	wctx, cancel := context.WithTimeout(f.ctx, 10*time.Second)
-	defer cancel()
-	code, stderr, err := ec.Wait(wctx)
-	if f.ctx.Err() != nil {
-		return // stopped: connections were cut on purpose
-	}
-	switch {
-	case err != nil:
-		f.c.log.Printf("kindtest: %s: port-forward %s: connection from %s: %v", f.c.name, f.what, conn.RemoteAddr(), err)
-	case code != 0:
-		f.c.log.Printf("kindtest: %s: port-forward %s: connection from %s failed: socat in %s exited %d: %s", f.c.name, f.what, conn.RemoteAddr(), cp.name, code, lastLine(stderr))
-	}
-}
-
-// stop closes the listener and every connection, then waits for the
-// relays to end.
-func (f *forwarder) stop() {
-	f.once.Do(func() {
-		f.mu.Lock()
-		f.stopped = true
-		open := make([]io.Closer, 0, len(f.conns))
-		for cl := range f.conns {
-			open = append(open, cl)
-		}
-		f.mu.Unlock()
-		f.cancel()
-		f.ln.Close()
-		for _, cl := range open {
-			cl.Close()
-		}
-		f.wg.Wait()
-	})
-}
-
-// namespaceAnnotation records, on a namespace made by Namespace, the full
-// name of the test it was made for.
-const namespaceAnnotation = lifetime.KubeAnnotationTest
-
-// namespaceDeleteTimeout bounds the wait for a test's namespace to be gone.
-const namespaceDeleteTimeout = 2 * time.Minute
-
-// Namespace creates a namespace for the test and returns its name: the
-// test's name made DNS-safe and a random suffix, at most 63 characters,
-// labelled with the cluster (NamespaceLabelCluster) and the session
-// (NamespaceLabelSession) and annotated with the test's full name. At the test's cleanup its pods
-// are deleted without a grace period, then the namespace, and the cleanup
-// waits (up to 2 minutes) until it is gone. t may be a parallel subtest
-// or Ginkgo's GinkgoT(). A failure, and a call after the cluster was
-// deleted, fail the test through t.Fatalf.
-func (c *Cluster) Namespace(t TB) string {
-	t.Helper()
-	if err := c.usable("namespace"); err != nil {
-		t.Fatalf("kindtest: %v", err)
-	}
-	name := namespaceName(t.Name())
-	t.Cleanup(func() {
-		if c.closed.Load() {
-			// The cluster, and the namespace with it, is gone already.
-			return
-		}
-		start := time.Now()
-		if err := c.deleteNamespace(name); err != nil {
-			t.Fatalf("kindtest: %v", err)
-		}
-		t.Logf("kindtest: %s: namespace %s deleted in %v", c.name, name, time.Since(start).Round(time.Millisecond))
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-	defer cancel()
-	api, err := newAPIClient(c.kubeconfig)
-	if err != nil {
-		t.Fatalf("kindtest: namespace %s: %v", name, err)
-	}
-	defer api.close()
-	ns := map[string]any{
-		"apiVersion": "v1",
-		"kind":       "Namespace",
-		"metadata": map[string]any{
-			"name":        name,
-			"labels":      map[string]string{NamespaceLabelCluster: c.name, NamespaceLabelSession: Session()},
-			"annotations": map[string]string{namespaceAnnotation: t.Name()},
-		},
-	}
-	if err := api.do(ctx, "POST", "/api/v1/namespaces", ns, nil); err != nil {
-		t.Fatalf("kindtest: cluster %s: create namespace %s: %v", c.name, name, err)
-	}
-	return name
-}
-
-// deleteNamespace deletes a namespace, its pods without grace period, and
-// waits until it is gone. One that does not exist counts as deleted.
-func (c *Cluster) deleteNamespace(name string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), namespaceDeleteTimeout)
-	defer cancel()
-	api, err := newAPIClient(c.kubeconfig)
+// fetchKubeconfig reads the admin kubeconfig from the control plane,
+// points it at the API server's published host port and writes it to the
+// cluster's work directory.
+func (c *Cluster) fetchKubeconfig(ctx context.Context) error {
+	kc, err := c.hostKubeconfig(ctx, c.ControlPlane(), adminKubeconfig, "admin")
 	if err != nil {
 		return err
 	}
-	defer api.close()
-	path := "/api/v1/namespaces/" + name
-	grace0 := map[string]any{"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
-	if err := api.do(ctx, "DELETE", path+"/pods", grace0, nil); err != nil && !isStatus(err, 404) {
-		return fmt.Errorf("cluster %s: namespace %s: delete pods: %w", c.name, name, err)
-	}
-	if err := api.do(ctx, "DELETE", path, nil, nil); err != nil && !isStatus(err, 404) {
-		return fmt.Errorf("cluster %s: delete namespace %s: %w", c.name, name, err)
-	}
-	var ns struct {
-		Status struct {
-			Phase      string      `json:"phase"`
-			Conditions []condition `json:"conditions"`
-		} `json:"status"`
-	}
-	var last error
-	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
-		last = api.get(ctx, path, &ns)
-		return isStatus(last, 404), nil
-	})
-	if err != nil {
-		var why []string
-		for _, cond := range ns.Status.Conditions {
-			if cond.Status == "True" {
-				why = append(why, cond.Type+": "+cond.Message)
-			}
+	c.kubeconfig = kc
+	if c.workDir == "" {
+		dir, err := os.MkdirTemp("", "kindtest-"+c.name+"-")
+		if err != nil {
+			return fmt.Errorf("cluster %s: %w", c.name, err)
 		}
-		if last != nil && !isStatus(last, 404) {
-			why = append(why, "last answer: "+last.Error())
-		}
-		return fmt.Errorf("cluster %s: namespace %s still %s after %v: %s", c.name, name, ns.Status.Phase, namespaceDeleteTimeout, strings.Join(why, "; "))
+		c.workDir, c.ownsWorkDir = dir, true
+	}
+	c.kubeconfigPath = filepath.Join(c.workDir, "kubeconfig")
+	if err := os.WriteFile(c.kubeconfigPath, kc, 0o600); err != nil {
+		return fmt.Errorf("cluster %s: write kubeconfig: %w", c.name, err)
 	}
 	return nil
 }
 
-var notDNS = regexp.MustCompile(`[^a-z0-9]+`)
+// Kubeconfig returns an admin kubeconfig for the cluster whose server is
+// the API server's address on the host (127.0.0.1 and a port the engine
+// chose).
+func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
 
-// namespaceName derives a namespace name from a test name: lowercase
-// letters, digits and '-', the end of the test name (where subtests are)
-// when it is too long, and a random suffix; at most 63 characters.
-func namespaceName(test string) string {
-	const suffixLen = 6
-	base := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(test), "-"), "-")
-	if max := 63 - suffixLen - 1; len(base) > max {
-		base = strings.TrimLeft(base[len(base)-max:], "-")
-	}
-	if base == "" {
-		base = "test"
-	}
-	var b [suffixLen / 2]byte
-	_, _ = rand.Read(b[:])
-	return base + "-" + hex.EncodeToString(b[:])
+// KubeconfigPath returns the path of a file holding Kubeconfig: in the
+// test's temporary directory for Start, in a temporary directory removed by
+// Delete for New. ~/.kube/config is never touched.
+func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
+
+// APIServer returns the API server's URL on the host.
+func (c *Cluster) APIServer() string { return c.apiServer }
+
+// Kubectl runs kubectl inside the control-plane node (with several, the
+// first one running) with the admin kubeconfig, so the host needs no
+// kubectl. A non-zero exit is an *ExitError.
+func (c *Cluster) Kubectl(ctx context.Context, args ...string) (ExecResult, error) {
+	return c.KubectlInput(ctx, nil, args...)
 }
 
-// Condition is what Wait waits for.
-type Condition string
-
-// Conditions Wait knows.
-const (
-	// Available: a Deployment, StatefulSet or DaemonSet has rolled out
-	// (kubectl rollout status); any other object has the condition
-	// Available.
-	Available Condition = "Available"
-	// Ready: the object (a Pod, a Node) has the condition Ready.
-	Ready Condition = "Ready"
-	// Complete: a Job has completed; a Job that fails ends the wait with
-	// an error at once.
-	Complete Condition = "Complete"
-	// Deleted: the object is gone (at once when it does not exist).
-	Deleted Condition = "Deleted"
-)
-
-// defaultWaitTimeout bounds Wait when ctx has no deadline.
-const defaultWaitTimeout = 5 * time.Minute
-
-// WaitError reports a Wait that did not see its condition, with what the
-// object showed then.
-type WaitError struct {
-	Namespace string
-	Object    string
-	Condition Condition
-	Err       error
-	// Diagnostics is the object's description (status, conditions, its
-	// events) and the namespace's last events, capped at 8 KiB.
-	Diagnostics string
-}
-
-// Error names the object and condition, then the cause and diagnostics.
-func (e *WaitError) Error() string {
-	cause := fmt.Sprint(e.Err)
-	var ee *ExitError
-	if errors.As(e.Err, &ee) {
-		// What kubectl said; the command line is in Err.
-		cause = fmt.Sprintf("kubectl exited %d", ee.ExitCode)
-		if s := strings.TrimSpace(ee.Stderr); s != "" {
-			cause = s
-		}
+// KubectlInput is Kubectl with stdin, as in `kubectl apply -f -`.
+func (c *Cluster) KubectlInput(ctx context.Context, stdin io.Reader, args ...string) (ExecResult, error) {
+	if !c.cfg.kubernetes {
+		return ExecResult{}, errors.New("kubectl: cluster " + c.name + " was made WithoutKubernetes")
 	}
-	s := fmt.Sprintf("wait for %s in namespace %s to be %s: %s", e.Object, e.Namespace, e.Condition, cause)
-	if e.Diagnostics != "" {
-		s += "\n" + e.Diagnostics
-	}
-	return s
-}
-
-// Unwrap returns the cause.
-func (e *WaitError) Unwrap() error { return e.Err }
-
-// rolloutKinds are what kubectl rollout status follows.
-var rolloutKinds = map[string]bool{
-	"deployment": true, "deployments": true, "deploy": true,
-	"statefulset": true, "statefulsets": true, "sts": true,
-	"daemonset": true, "daemonsets": true, "ds": true,
-}
-
-// Wait waits until object ("deployment/web", "pod/web-0", "job/migrate",
-// "node/NAME"...) in namespace ("" is default) meets cond, running kubectl
-// in the control-plane node. It waits until ctx ends, or for 5 minutes
-// when ctx has no deadline. A wait that does not succeed returns a
-// *WaitError with the object's status, conditions and recent events.
-func (c *Cluster) Wait(ctx context.Context, namespace, object string, cond Condition) error {
-	if err := c.usable("wait"); err != nil {
-		return err
-	}
-	kind, _, err := parseTarget(object)
+	cmd := append([]string{"kubectl", "--kubeconfig", adminKubeconfig}, args...)
+	cp, err := c.runningControlPlane(ctx)
 	if err != nil {
-		return fmt.Errorf("wait: %w", err)
+		return ExecResult{}, err
 	}
-	if namespace == "" {
-		namespace = "default"
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, defaultWaitTimeout)
-		defer cancel()
-	}
-	d, _ := ctx.Deadline()
-	// kubectl gives up a moment before ctx ends, so that it says why and
-	// there is time left to describe the object (kubectl itself may take
-	// seconds to start on a loaded machine).
-	left := time.Until(d)
-	timeout := max(left-min(5*time.Second, left/3), time.Second)
-	t := fmt.Sprintf("%ds", int(timeout.Round(time.Second)/time.Second))
-	var args []string
-	switch cond {
-	case Available:
-		if rolloutKinds[kind] {
-			args = []string{"rollout", "status", object, "-n", namespace, "--timeout=" + t}
-		} else {
-			args = []string{"wait", "--for=condition=Available", object, "-n", namespace, "--timeout=" + t}
-		}
-	case Ready:
-		args = []string{"wait", "--for=condition=Ready", object, "-n", namespace, "--timeout=" + t}
-	case Deleted:
-		args = []string{"wait", "--for=delete", object, "-n", namespace, "--timeout=" + t}
-	case Complete:
-	default:
-		return fmt.Errorf("wait for %s: unknown condition %q: use Available, Ready, Complete or Deleted", object, cond)
-	}
-	if cond == Complete {
-		_, err = c.ControlPlane().Exec(ctx, bootstrap.WaitJobCommand(adminKubeconfig, object, namespace, t)...)
-	} else {
-		_, err = c.Kubectl(ctx, args...)
-	}
-	if err == nil {
-		return nil
-	}
-	return &WaitError{Namespace: namespace, Object: object, Condition: cond, Err: err, Diagnostics: c.describe(namespace, object)}
+	return cp.ExecInput(ctx, stdin, cmd...)
 }
 
-// maxDiagnostics caps what describe returns.
-const maxDiagnostics = 8 << 10
+// Apply applies manifests (YAML or JSON, several documents allowed) with
+// kubectl apply.
+func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
+	_, err := c.KubectlInput(ctx, strings.NewReader(string(manifests)), "apply", "-f", "-")
+	return err
+}
 
-// describe is what a failed wait shows: the object as kubectl describes
-// it (status, conditions, its events) and the namespace's last events.
-func (c *Cluster) describe(namespace, object string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var b strings.Builder
-	if res, err := c.Kubectl(ctx, "describe", "-n", namespace, object); err == nil {
-		fmt.Fprintf(&b, "kubectl describe %s:\n%s", object, indent(tail(res.Stdout, maxDiagnostics*3/4)))
-	} else {
-		fmt.Fprintf(&b, "kubectl describe %s: %v\n", object, err)
+// PodExec runs cmd in a container of a pod (the first container when
+// container is "") through kubectl exec.
+func (c *Cluster) PodExec(ctx context.Context, namespace, pod, container string, cmd ...string) (ExecResult, error) {
+	args := []string{"exec", "-n", namespace, pod}
+	if container != "" {
+		args = append(args, "-c", container)
 	}
-	if res, err := c.Kubectl(ctx, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp"); err == nil && strings.TrimSpace(res.Stdout) != "" {
-		lines := strings.Split(strings.TrimRight(res.Stdout, "\n"), "\n")
-		if len(lines) > 16 {
-			lines = append(lines[:1], lines[len(lines)-15:]...)
+	args = append(args, "--")
+	return c.Kubectl(ctx, append(args, cmd...)...)
+}
+
+// runningControlPlane returns the first control plane whose container
+// runs, for commands run inside one (Kubectl): with several control
+// planes one may be stopped.
+func (c *Cluster) runningControlPlane(ctx context.Context) (*Node, error) {
+	cps := c.ControlPlanes()
+	if len(cps) == 1 {
+		return cps[0], nil
+	}
+	var errs []error
+	for _, n := range cps {
+		info, err := c.docker.InspectContainer(ctx, n.id)
+		if err == nil && info.Running {
+			return n, nil
 		}
-		fmt.Fprintf(&b, "last events in namespace %s:\n%s", namespace, indent(tail(strings.Join(lines, "\n"), maxDiagnostics/4)))
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return nil, fmt.Errorf("cluster %s: no control plane is running: %w", c.name, errors.Join(errs...))
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kindtest/kindtest/internal/bootstrap"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -148,93 +148,13 @@ func (c *Cluster) markKept(ctx context.Context) error {
 	}
 	labels := c.Labels()
 	labels[LabelKeep] = lifetime.Kept
-	if err := c.docker.CreateVolume(ctx, lifetime.MarkerVolume(c.name), labels); err != nil {
+	if err := c.docker.CreateVolume(ctx, markerVolumeName(c.name), labels); err != nil {
 		return fmt.Errorf("cluster %s: mark it kept: %w", c.name, err)
 	}
 	c.mu.Lock()
 	c.marked = true
 	c.mu.Unlock()
 	return nil
-}
-
-// connect validates the options, then connects to the engine.
-func connect(ctx context.Context, opts []Option) (*config, *docker.Client, error) {
-	cfg, err := newConfig(opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
-	}
-	dc, err := docker.New(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kindtest: %w", err)
-	}
-	return cfg, dc, nil
-}
-
-// prepare validates options, connects to the engine and checks the image,
-// all before anything is created, and names the cluster.
-func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
-	cfg, dc, err := connect(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	img, err := nodeImage(ctx, dc, cfg.image, cfg.logger)
-	if err != nil {
-		dc.Close()
-		return nil, err
-	}
-	place, err := detectPlacement(ctx, dc)
-	if err != nil {
-		dc.Close()
-		return nil, fmt.Errorf("kindtest: %w", err)
-	}
-	version := lifetime.ImageKubernetesVersion(img.Labels)
-	if version == "" {
-		version = KubernetesVersion
-	}
-	// What the options could not check before the image and the engine's
-	// place were known, still before anything is created.
-	var errs []error
-	if err := cfg.settings.checkVersion(cfg.image, version); err != nil {
-		errs = append(errs, err)
-	}
-	if place.kind == placementLocal {
-		// Elsewhere host paths are on the engine's host, out of reach.
-		if err := cfg.settings.checkMountSources(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		dc.Close()
-		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
-	}
-	if err := checkRegistryImage(ctx, dc, cfg); err != nil {
-		dc.Close()
-		return nil, err
-	}
-	if err := checkLoadBalancerImage(ctx, dc, cfg); err != nil {
-		dc.Close()
-		return nil, err
-	}
-	now := time.Now()
-	name := newClusterName(cfg.prefix)
-	keep := cfg.keep.String()
-	if cfg.reuse {
-		keep = lifetime.KeepReuse
-	}
-	labels := clusterLabels(name, now, keep)
-	if cfg.reuse {
-		labels[LabelReuse] = reuseHash(cfg, img.ID)
-	}
-	return &Cluster{
-		name:              name,
-		cfg:               cfg,
-		docker:            dc,
-		labels:            labels,
-		created:           now,
-		log:               cfg.logger,
-		kubernetesVersion: version,
-		place:             place,
-	}, nil
 }
 
 // Name is the cluster's unique name; its network and node containers are
@@ -358,10 +278,4 @@ func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
 		_ = os.Remove(reuseLockPath(name)) // most clusters have none
 	}
 	return err
-}
-
-// inspectHint tells a person how to look at a kept cluster and remove it.
-func (c *Cluster) inspectHint() string {
-	return fmt.Sprintf("inspect it with `docker exec -it %s bash`; delete it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s` or `docker rm -fv $(docker ps -aq --filter label=%s=%s) && docker volume rm $(docker volume ls -q --filter label=%s=%s); docker network rm %s`",
-		nodeName(c.name, 0), c.name, LabelCluster, c.name, LabelCluster, c.name, c.name)
 }

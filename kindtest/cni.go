@@ -1,8 +1,13 @@
+// The pod network: kindtest's own, set up on every node before boot, or
+// none (WithoutDefaultCNI) and the wait that fits it.
+
 package kindtest
 
 import (
 	"context"
 	"errors"
+
+	"github.com/kindtest/kindtest/internal/bootstrap"
 )
 
 // registration is what a cluster whose nodes cannot be Ready before the
@@ -29,14 +34,30 @@ func nodesRegistered(ctx context.Context, c *Cluster, api *apiClient) error {
 	return c.everyNode(ctx, api, "not registered with a pod range", func(n node) bool { return n.Spec.PodCIDR != "" })
 }
 
-// WaitReady waits until the cluster is ready as Start leaves it: API
-// server ready, every node Ready, the default service account present and
-// CoreDNS ready, the conditions of Start's ready phase. It is for clusters made WithoutDefaultCNI, after the test
-// has installed its CNI plugin, and after node restarts. On failure the
-// error says which condition was not met and what the cluster showed.
-func (c *Cluster) WaitReady(ctx context.Context) error {
-	if !c.cfg.kubernetes {
-		return errors.New("wait ready: cluster " + c.name + " was made WithoutKubernetes")
+// nodeNetworkCommand prepares node n's networking before it boots (see
+// bootstrap.NodeNetworkCommand): DNS, and kindtest's pod network unless
+// WithoutDefaultCNI, with routes to the other nodes' pod ranges.
+func nodeNetworkCommand(c *Cluster, n *Node) []string {
+	if c.cfg.noDefaultCNI {
+		return bootstrap.NodeNetworkCommand(bootstrap.NodeNetwork{})
 	}
-	return c.waitReady(ctx)
+	net := bootstrap.NodeNetwork{
+		PodSubnet:        nodePodSubnet(n.index),
+		ClusterPodSubnet: podSubnet,
+		BridgeNetfilter:  c.cfg.networkPolicyEnforced(),
+	}
+	for _, o := range c.nodes {
+		if o != n {
+			net.Routes = append(net.Routes, bootstrap.Route{Dst: nodePodSubnet(o.index), Via: o.ip})
+		}
+	}
+	return bootstrap.NodeNetworkCommand(net)
+}
+
+// attachedWithoutDefaultCNI tells, for Attach, whether the cluster was
+// made WithoutDefaultCNI: its control plane has no kindtest pod network.
+func (c *Cluster) attachedWithoutDefaultCNI(ctx context.Context) bool {
+	_, err := c.ControlPlane().run(ctx, "test", "-f", bootstrap.CNIConfigPath)
+	var ee *ExitError
+	return errors.As(err, &ee)
 }

@@ -1,12 +1,19 @@
+// The creation of a cluster, in the order it runs: prepare (options,
+// engine, node image, sidecar images, all before anything exists), setup
+// (reuse an idle cluster, or create one), create and its phases.
+
 package kindtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // Phase names one phase of cluster creation. The same name is in the
@@ -69,6 +76,111 @@ func (c *Cluster) Timings() []PhaseTiming {
 	c.timingsMu.Lock()
 	defer c.timingsMu.Unlock()
 	return append([]PhaseTiming(nil), c.timings...)
+}
+
+// prepare validates options, connects to the engine and checks the image,
+// all before anything is created, and names the cluster.
+func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
+	cfg, dc, err := connect(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	img, err := nodeImage(ctx, dc, cfg.image, cfg.logger)
+	if err != nil {
+		dc.Close()
+		return nil, err
+	}
+	place, err := detectPlacement(ctx, dc)
+	if err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("kindtest: %w", err)
+	}
+	version := lifetime.ImageKubernetesVersion(img.Labels)
+	if version == "" {
+		version = KubernetesVersion
+	}
+	// What the options could not check before the image and the engine's
+	// place were known, still before anything is created.
+	var errs []error
+	if err := cfg.settings.checkVersion(cfg.image, version); err != nil {
+		errs = append(errs, err)
+	}
+	if place.kind == placementLocal {
+		// Elsewhere host paths are on the engine's host, out of reach.
+		if err := cfg.settings.checkMountSources(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		dc.Close()
+		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
+	if err := checkRegistryImage(ctx, dc, cfg); err != nil {
+		dc.Close()
+		return nil, err
+	}
+	if err := checkLoadBalancerImage(ctx, dc, cfg); err != nil {
+		dc.Close()
+		return nil, err
+	}
+	now := time.Now()
+	name := newClusterName(cfg.prefix)
+	keep := cfg.keep.String()
+	if cfg.reuse {
+		keep = lifetime.KeepReuse
+	}
+	labels := clusterLabels(name, now, keep)
+	if cfg.reuse {
+		labels[LabelReuse] = reuseHash(cfg, img.ID)
+	}
+	return &Cluster{
+		name:              name,
+		cfg:               cfg,
+		docker:            dc,
+		labels:            labels,
+		created:           now,
+		log:               cfg.logger,
+		kubernetesVersion: version,
+		place:             place,
+	}, nil
+}
+
+// setup gives c a ready cluster: in reuse mode an idle one of the same
+// configuration if there is one, else a new one.
+func (c *Cluster) setup(ctx context.Context) error {
+	if c.cfg.reuse {
+		ok, err := c.attachReusable(ctx)
+		if err != nil || ok {
+			return err
+		}
+		lock, ok, err := reuseLock(c.name)
+		if err != nil {
+			return fmt.Errorf("cluster %s: reuse lock: %w", c.name, err)
+		}
+		if !ok {
+			// The name is new and random: another holder means a bug.
+			return fmt.Errorf("cluster %s: reuse lock %s is held by another process", c.name, reuseLockPath(c.name))
+		}
+		c.mu.Lock()
+		c.reuseLock = lock
+		c.mu.Unlock()
+	}
+	if err := c.create(ctx); err != nil {
+		return err
+	}
+	if c.cfg.reuse {
+		if _, err := c.ControlPlane().sh(ctx, "mkdir -p /etc/kindtest && touch "+completeMarker); err != nil {
+			return err
+		}
+		// Complete: from now on it outlives this process.
+		if err := c.markKept(ctx); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
+	return nil
 }
 
 // phase runs one phase of creation, logging and recording its duration.
@@ -209,6 +321,75 @@ func (c *Cluster) createContainers(ctx context.Context) error {
 	return g.Wait()
 }
 
+// createNode creates the node's volume and container and starts it: its
+// entrypoint waits for the boot signal, for provisionNode to run first.
+func (c *Cluster) createNode(ctx context.Context, n *Node) error {
+	labels := nodeLabels(c.labels, n.role, n.index)
+	varVolume := varVolumeName(n.name)
+	// Creation requests run to their end whatever happens to ctx (see
+	// settled); ctx is checked between them.
+	sctx, cancel := c.settled(ctx)
+	defer cancel()
+	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
+		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		return &NodeError{Node: n.name, Step: "create container", Err: err}
+	}
+	spec := docker.ContainerSpec{
+		Name:       n.name,
+		Hostname:   n.name,
+		Image:      c.cfg.image,
+		Labels:     labels,
+		Tty:        true, // without a terminal systemd exits at once
+		Privileged: true,
+		Tmpfs:      map[string]string{"/tmp": "", "/run": ""},
+		// containerd's overlayfs snapshotter cannot stack on the container's
+		// own overlay root, so /var is a volume.
+		Volumes: map[string]string{varVolume: "/var"},
+		Binds:   append([]string{"/lib/modules:/lib/modules:ro"}, c.cfg.settings.binds(n.index)...),
+		Network: c.name,
+		Runtime: c.cfg.runtime,
+	}
+	if n.index == 0 {
+		if !c.ha() {
+			// With several control planes the load balancer is published.
+			spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
+		}
+		spec.Ports = append(spec.Ports, c.portBindings()...)
+	}
+	if n.cgroupV2 {
+		// The node's own cgroup becomes the root of what it sees, whatever
+		// the engine's default (dockerd --default-cgroupns-mode=host too):
+		// systemd in the node manages that tree and nothing of the host's.
+		// Engines on cgroup v2 hosts (20.10 and later) all support it.
+		spec.CgroupnsMode = "private"
+	}
+	id, err := c.docker.CreateContainer(sctx, spec)
+	if err != nil {
+		return &NodeError{Node: n.name, Step: "create container", Err: err}
+	}
+	n.id = id
+	if err := ctx.Err(); err != nil {
+		return &NodeError{Node: n.name, Step: "start container", Err: err}
+	}
+	if err := c.docker.StartContainer(sctx, id); err != nil {
+		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: c.startHint(n)}
+	}
+	info, err := c.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return c.nodeError(n, "inspect container", err)
+	}
+	n.ip = info.IPs[c.name]
+	if n.index == 0 {
+		if !c.ha() {
+			c.apiServer = c.place.apiServerURL(c.name, info)
+		}
+		c.ports = info.Ports
+	}
+	return nil
+}
+
 // provision is the provision phase: every node is prepared for boot, side
 // by side (see provisionNode); the first failure stops the rest.
 func (c *Cluster) provision(ctx context.Context) error {
@@ -243,6 +424,29 @@ func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
 // bootNode); the first failure stops the rest.
 func (c *Cluster) boot(ctx context.Context) error {
 	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.bootNode(ctx, c.nodes[i]) })
+}
+
+// bootNode sends the boot signal and waits until systemd reports the
+// system running (or degraded: a unit failed, which diagnostics will show
+// if it matters).
+func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
+	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
+		return c.nodeError(n, "send boot signal", err)
+	}
+	// The wait is in the node (see wait-systemd.sh); the exec also ends
+	// when the container stops, or with ctx.
+	_, err := n.run(ctx, bootstrap.WaitSystemdCommand()...)
+	if err != nil && ctx.Err() == nil {
+		if info, ierr := c.docker.InspectContainer(ctx, n.id); ierr != nil {
+			err = fmt.Errorf("node container cannot be inspected (%v): %w", ierr, err)
+		} else if !info.Running {
+			err = fmt.Errorf("node container is %s (exit code %d): %w", info.Status, info.ExitCode, err)
+		}
+	}
+	if err != nil {
+		return c.nodeError(n, "wait for systemd", err)
+	}
+	return nil
 }
 
 // bootAndInit runs the boot phase, the init phase and the kubeconfig
@@ -294,4 +498,36 @@ func (c *Cluster) join(ctx context.Context) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// settled returns a context for requests that create engine objects: not
+// cancelled with ctx, so that a request is never abandoned half-way, but
+// bounded by the create timeout (a fixed minute was too short on a slow
+// engine: under emulation one container start took longer).
+func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelFunc) {
+	return detached(ctx, c.cfg.createTimeout)
+}
+
+// detached returns a context for work that must run although ctx ended
+// (recording what failed), bounded by d.
+func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// wrapCtx makes a failure caused by a deadline or a cancelled context say
+// so plainly, naming the deadline that ended it.
+func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		// The context's deadline is the earlier of the two: when it is
+		// not before the test's, the test's was the binding one.
+		d, _ := ctx.Deadline()
+		if !c.testDeadline.IsZero() && !d.Before(c.testDeadline) {
+			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
+		}
+		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
+	}
+	return err
 }

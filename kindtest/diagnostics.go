@@ -1,18 +1,17 @@
+// What kindtest says when something fails: the typed node error, what a
+// node, its kubelet, the cluster's pods or a waited-for object show, and
+// the hints for known causes.
+
 package kindtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/kindtest/kindtest/internal/bootstrap"
-	"github.com/kindtest/kindtest/internal/docker"
 )
-
-// apiServerPort is where kube-apiserver listens inside the control plane.
-const apiServerPort = 6443
 
 // NodeError reports the node and lifecycle step that failed, with what the
 // node had to say about it.
@@ -35,130 +34,12 @@ func (e *NodeError) Error() string {
 // Unwrap returns the cause.
 func (e *NodeError) Unwrap() error { return e.Err }
 
-// settled returns a context for requests that create engine objects: not
-// cancelled with ctx, so that a request is never abandoned half-way, but
-// bounded by the create timeout (a fixed minute was too short on a slow
-// engine: under emulation one container start took longer).
-func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelFunc) {
-	return detached(ctx, c.cfg.createTimeout)
-}
-
-// wrapCtx makes a failure caused by a deadline or a cancelled context say
-// so plainly, naming the deadline that ended it.
-func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The context's deadline is the earlier of the two: when it is
-		// not before the test's, the test's was the binding one.
-		d, _ := ctx.Deadline()
-		if !c.testDeadline.IsZero() && !d.Before(c.testDeadline) {
-			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
-		}
-		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
-	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
-	}
-	return err
-}
-
-// createNode creates the node's volume and container and starts it: its
-// entrypoint waits for the boot signal, for provisionNode to run first.
-func (c *Cluster) createNode(ctx context.Context, n *Node) error {
-	labels := nodeLabels(c.labels, n.role, n.index)
-	varVolume := n.name + "-var"
-	// Creation requests run to their end whatever happens to ctx (see
-	// settled); ctx is checked between them.
-	sctx, cancel := c.settled(ctx)
-	defer cancel()
-	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
-		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
-	}
-	if err := ctx.Err(); err != nil {
-		return &NodeError{Node: n.name, Step: "create container", Err: err}
-	}
-	spec := docker.ContainerSpec{
-		Name:       n.name,
-		Hostname:   n.name,
-		Image:      c.cfg.image,
-		Labels:     labels,
-		Tty:        true, // without a terminal systemd exits at once
-		Privileged: true,
-		Tmpfs:      map[string]string{"/tmp": "", "/run": ""},
-		// containerd's overlayfs snapshotter cannot stack on the container's
-		// own overlay root, so /var is a volume.
-		Volumes: map[string]string{varVolume: "/var"},
-		Binds:   append([]string{"/lib/modules:/lib/modules:ro"}, c.cfg.settings.binds(n.index)...),
-		Network: c.name,
-		Runtime: c.cfg.runtime,
-	}
-	if n.index == 0 {
-		if !c.ha() {
-			// With several control planes the load balancer is published.
-			spec.Ports = []docker.PortBinding{{HostIP: c.place.publishIP, ContainerPort: apiServerPort}}
-		}
-		spec.Ports = append(spec.Ports, c.portBindings()...)
-	}
-	if n.cgroupV2 {
-		// The node's own cgroup becomes the root of what it sees, whatever
-		// the engine's default (dockerd --default-cgroupns-mode=host too):
-		// systemd in the node manages that tree and nothing of the host's.
-		// Engines on cgroup v2 hosts (20.10 and later) all support it.
-		spec.CgroupnsMode = "private"
-	}
-	id, err := c.docker.CreateContainer(sctx, spec)
-	if err != nil {
-		return &NodeError{Node: n.name, Step: "create container", Err: err}
-	}
-	n.id = id
-	if err := ctx.Err(); err != nil {
-		return &NodeError{Node: n.name, Step: "start container", Err: err}
-	}
-	if err := c.docker.StartContainer(sctx, id); err != nil {
-		return &NodeError{Node: n.name, Step: "start container", Err: err, Diagnostics: c.startHint(n)}
-	}
-	info, err := c.docker.InspectContainer(ctx, id)
-	if err != nil {
-		return c.nodeError(n, "inspect container", err)
-	}
-	n.ip = info.IPs[c.name]
-	if n.index == 0 {
-		if !c.ha() {
-			c.apiServer = c.place.apiServerURL(c.name, info)
-		}
-		c.ports = info.Ports
-	}
-	return nil
-}
-
 // privilegedHint explains the usual reason a node container does not start.
 const privilegedHint = `kindtest nodes are privileged containers: the engine must be able to run
 ` + "`docker run --privileged`" + ` (check with ` + "`docker run --rm --privileged <any image> true`" + `).
 Rootless engines cannot, nor can hosts whose capability bounding set lacks a
 capability Docker grants privileged containers; on such a host, give dockerd a
 runtime that drops the missing capability, or use another host.`
-
-// bootNode sends the boot signal and waits until systemd reports the
-// system running (or degraded: a unit failed, which diagnostics will show
-// if it matters).
-func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
-	if err := c.docker.KillContainer(ctx, n.id, "SIGUSR1"); err != nil {
-		return c.nodeError(n, "send boot signal", err)
-	}
-	// The wait is in the node (see wait-systemd.sh); the exec also ends
-	// when the container stops, or with ctx.
-	_, err := n.run(ctx, bootstrap.WaitSystemdCommand()...)
-	if err != nil && ctx.Err() == nil {
-		if info, ierr := c.docker.InspectContainer(ctx, n.id); ierr != nil {
-			err = fmt.Errorf("node container cannot be inspected (%v): %w", ierr, err)
-		} else if !info.Running {
-			err = fmt.Errorf("node container is %s (exit code %d): %w", info.Status, info.ExitCode, err)
-		}
-	}
-	if err != nil {
-		return c.nodeError(n, "wait for systemd", err)
-	}
-	return nil
-}
 
 // nodeError wraps err with what the node can tell about it: the last lines
 // of its console (entrypoint and systemd) and the units that failed.
@@ -212,4 +93,78 @@ func indent(s string) string {
 		lines[i] = "    " + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// kubeletDiagnostics is what a failed kubeadm step needs shown: the
+// kubelet's last words and the containers the runtime ran.
+func (c *Cluster) kubeletDiagnostics(n *Node) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var b strings.Builder
+	if out, err := n.sh(ctx, "journalctl -u kubelet --no-pager -n 25 -o cat"); err == nil && out != "" {
+		fmt.Fprintf(&b, "kubelet journal on %s (last lines):\n%s", n.name, indent(out))
+	}
+	if out, err := n.sh(ctx, "ctr -n k8s.io containers ls 2>&1 | tail -n 20"); err == nil && out != "" {
+		fmt.Fprintf(&b, "containers on %s:\n%s", n.name, indent(out))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// podDiagnostics lists the pods that are not ready, with the reasons their
+// containers give.
+func (c *Cluster) podDiagnostics(api *apiClient) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var pods podList
+	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
+		return "pods: " + err.Error()
+	}
+	var lines []string
+	for _, p := range pods.Items {
+		ready := false
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				ready = true
+			}
+		}
+		if ready || p.Status.Phase == "Succeeded" {
+			continue
+		}
+		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			for state, s := range cs.State {
+				if s.Reason != "" || s.Message != "" {
+					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
+				}
+			}
+		}
+		lines = append(lines, "    "+line)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	sort.Strings(lines)
+	return "pods not ready:\n" + strings.Join(lines, "\n")
+}
+
+// startHint explains why a node container may not start: a fixed host
+// port of WithPortMapping that is taken, or privileges.
+func (c *Cluster) startHint(n *Node) string {
+	var fixed []string
+	for _, m := range c.cfg.portMappings {
+		if m.hostPort != 0 {
+			fixed = append(fixed, strconv.Itoa(m.hostPort))
+		}
+	}
+	if n.index != 0 || len(fixed) == 0 {
+		return privilegedHint
+	}
+	return fmt.Sprintf("WithPortMapping asks for host port(s) %s on %s: one may be in use (use host port 0 to let the engine choose), or:\n%s",
+		strings.Join(fixed, ", "), c.place.publishIP, privilegedHint)
+}
+
+// inspectHint tells a person how to look at a kept cluster and remove it.
+func (c *Cluster) inspectHint() string {
+	return fmt.Sprintf("inspect it with `docker exec -it %s bash`; delete it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s` or `docker rm -fv $(docker ps -aq --filter label=%s=%s) && docker volume rm $(docker volume ls -q --filter label=%s=%s); docker network rm %s`",
+		nodeName(c.name, 0), c.name, LabelCluster, c.name, LabelCluster, c.name, c.name)
 }

@@ -213,3 +213,6 @@ func bootstrapArgs(args []arg) []bootstrap.Arg {
 func memoryLimit(limit string) []bootstrap.Arg {
 	return []bootstrap.Arg{{Name: "GOMEMLIMIT", Value: limit}}
 }
+
+// apiServerPort is where kube-apiserver listens inside the control plane.
+const apiServerPort = 6443

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,26 +15,6 @@ import (
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/poll"
 )
-
-// nodeNetworkCommand prepares node n's networking before it boots (see
-// bootstrap.NodeNetworkCommand): DNS, and kindtest's pod network unless
-// WithoutDefaultCNI, with routes to the other nodes' pod ranges.
-func nodeNetworkCommand(c *Cluster, n *Node) []string {
-	if c.cfg.noDefaultCNI {
-		return bootstrap.NodeNetworkCommand(bootstrap.NodeNetwork{})
-	}
-	net := bootstrap.NodeNetwork{
-		PodSubnet:        nodePodSubnet(n.index),
-		ClusterPodSubnet: podSubnet,
-		BridgeNetfilter:  c.cfg.networkPolicyEnforced(),
-	}
-	for _, o := range c.nodes {
-		if o != n {
-			net.Routes = append(net.Routes, bootstrap.Route{Dst: nodePodSubnet(o.index), Via: o.ip})
-		}
-	}
-	return bootstrap.NodeNetworkCommand(net)
-}
 
 // kubeadmJoin joins node n, in one exec (see bootstrap.KubeadmJoin): it
 // writes kubeadm's configuration and the discovery kubeconfig, which
@@ -234,117 +211,4 @@ func gateProbeVerdict(out string) error {
 		}
 	}
 	return fmt.Errorf("the kubelet said: %s", strings.TrimSpace(out))
-}
-
-// detached returns a context for work that must run although ctx ended
-// (recording what failed), bounded by d.
-func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
-}
-
-// kubeletDiagnostics is what a failed kubeadm step needs shown: the
-// kubelet's last words and the containers the runtime ran.
-func (c *Cluster) kubeletDiagnostics(n *Node) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	var b strings.Builder
-	if out, err := n.sh(ctx, "journalctl -u kubelet --no-pager -n 25 -o cat"); err == nil && out != "" {
-		fmt.Fprintf(&b, "kubelet journal on %s (last lines):\n%s", n.name, indent(out))
-	}
-	if out, err := n.sh(ctx, "ctr -n k8s.io containers ls 2>&1 | tail -n 20"); err == nil && out != "" {
-		fmt.Fprintf(&b, "containers on %s:\n%s", n.name, indent(out))
-	}
-	return strings.TrimRight(b.String(), "\n")
-}
-
-// hostKubeconfig reads the kubeconfig at path (the user's, for errors)
-// from node cp, or takes it from what the first control plane printed
-// before boot, and points it at the API server's published address.
-func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string) ([]byte, error) {
-	raw, ok := c.prebootFiles[path]
-	if !ok || cp != c.ControlPlane() {
-		var err error
-		if raw, err = cp.run(ctx, "cat", path); err != nil {
-			return nil, c.nodeError(cp, "read "+user+" kubeconfig", err)
-		}
-	}
-	kc, err := rewriteServer([]byte(raw), c.apiServer)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %s kubeconfig: %w", c.name, user, err)
-	}
-	return kc, nil
-}
-
-// fetchKubeconfig reads the admin kubeconfig from the control plane,
-// points it at the API server's published host port and writes it to the
-// cluster's work directory.
-func (c *Cluster) fetchKubeconfig(ctx context.Context) error {
-	kc, err := c.hostKubeconfig(ctx, c.ControlPlane(), adminKubeconfig, "admin")
-	if err != nil {
-		return err
-	}
-	c.kubeconfig = kc
-	if c.workDir == "" {
-		dir, err := os.MkdirTemp("", "kindtest-"+c.name+"-")
-		if err != nil {
-			return fmt.Errorf("cluster %s: %w", c.name, err)
-		}
-		c.workDir, c.ownsWorkDir = dir, true
-	}
-	c.kubeconfigPath = filepath.Join(c.workDir, "kubeconfig")
-	if err := os.WriteFile(c.kubeconfigPath, kc, 0o600); err != nil {
-		return fmt.Errorf("cluster %s: write kubeconfig: %w", c.name, err)
-	}
-	return nil
-}
-
-// Kubeconfig returns an admin kubeconfig for the cluster whose server is
-// the API server's address on the host (127.0.0.1 and a port the engine
-// chose).
-func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
-
-// KubeconfigPath returns the path of a file holding Kubeconfig: in the
-// test's temporary directory for Start, in a temporary directory removed by
-// Delete for New. ~/.kube/config is never touched.
-func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
-
-// APIServer returns the API server's URL on the host.
-func (c *Cluster) APIServer() string { return c.apiServer }
-
-// Kubectl runs kubectl inside the control-plane node (with several, the
-// first one running) with the admin kubeconfig, so the host needs no
-// kubectl. A non-zero exit is an *ExitError.
-func (c *Cluster) Kubectl(ctx context.Context, args ...string) (ExecResult, error) {
-	return c.KubectlInput(ctx, nil, args...)
-}
-
-// KubectlInput is Kubectl with stdin, as in `kubectl apply -f -`.
-func (c *Cluster) KubectlInput(ctx context.Context, stdin io.Reader, args ...string) (ExecResult, error) {
-	if !c.cfg.kubernetes {
-		return ExecResult{}, errors.New("kubectl: cluster " + c.name + " was made WithoutKubernetes")
-	}
-	cmd := append([]string{"kubectl", "--kubeconfig", adminKubeconfig}, args...)
-	cp, err := c.runningControlPlane(ctx)
-	if err != nil {
-		return ExecResult{}, err
-	}
-	return cp.ExecInput(ctx, stdin, cmd...)
-}
-
-// Apply applies manifests (YAML or JSON, several documents allowed) with
-// kubectl apply.
-func (c *Cluster) Apply(ctx context.Context, manifests []byte) error {
-	_, err := c.KubectlInput(ctx, strings.NewReader(string(manifests)), "apply", "-f", "-")
-	return err
-}
-
-// PodExec runs cmd in a container of a pod (the first container when
-// container is "") through kubectl exec.
-func (c *Cluster) PodExec(ctx context.Context, namespace, pod, container string, cmd ...string) (ExecResult, error) {
-	args := []string{"exec", "-n", namespace, pod}
-	if container != "" {
-		args = append(args, "-c", container)
-	}
-	args = append(args, "--")
-	return c.Kubectl(ctx, append(args, cmd...)...)
 }

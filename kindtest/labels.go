@@ -133,23 +133,6 @@ func ownerFromLabels(l map[string]string) Owner {
 	return Owner{Host: l[LabelOwnerHost], PID: pid, Start: l[LabelOwnerStart]}
 }
 
-// newClusterName makes a short, unique, DNS-label-safe name: the prefix and
-// eight hex digits of a random UUID.
-func newClusterName(prefix string) string {
-	return prefix + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")[:8]
-}
-
-// nodeName names node index i of a cluster: index 0 is the control plane.
-func nodeName(cluster string, i int) string {
-	if i == 0 {
-		return cluster + "-control-plane"
-	}
-	if i == 1 {
-		return cluster + "-worker"
-	}
-	return fmt.Sprintf("%s-worker%d", cluster, i)
-}
-
 // clusterLabels are the labels every resource of the cluster carries.
 func clusterLabels(cluster string, created time.Time, keep string) map[string]string {
 	o := self()

@@ -1,3 +1,7 @@
+// The clusters this process has made and not yet ended (the live list),
+// and the watchers that end them: SIGINT and SIGTERM where no reaper
+// watches, and the test binary's deadline.
+
 package kindtest
 
 import (
@@ -111,3 +115,7 @@ func watchDeadline(d time.Time) {
 func panicking() bool {
 	return strings.Contains(string(debug.Stack()), "\npanic(")
 }
+
+// cleanupMargin is the time kept back from the test binary's -timeout for
+// removing clusters before the deadline panic ends the process.
+const cleanupMargin = 30 * time.Second

@@ -308,3 +308,16 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	c.cfg.noDefaultCNI = c.attachedWithoutDefaultCNI(ctx)
 	return c.fetchKubeconfig(ctx)
 }
+
+// connect validates the options, then connects to the engine.
+func connect(ctx context.Context, opts []Option) (*config, *docker.Client, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
+	}
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
+	}
+	return cfg, dc, nil
+}

@@ -194,11 +194,3 @@ func (c *Cluster) waitNodeReady(ctx context.Context, n *Node, since time.Time) e
 	}
 	return nil
 }
-
-// attachedWithoutDefaultCNI tells, for Attach, whether the cluster was
-// made WithoutDefaultCNI: its control plane has no kindtest pod network.
-func (c *Cluster) attachedWithoutDefaultCNI(ctx context.Context) bool {
-	_, err := c.ControlPlane().run(ctx, "test", "-f", bootstrap.CNIConfigPath)
-	var ee *ExitError
-	return errors.As(err, &ee)
-}

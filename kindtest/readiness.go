@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -152,39 +151,14 @@ func (c *Cluster) waitFor(ctx context.Context, conds []readinessCondition) error
 	return nil
 }
 
-// podDiagnostics lists the pods that are not ready, with the reasons their
-// containers give.
-func (c *Cluster) podDiagnostics(api *apiClient) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var pods podList
-	if err := api.get(ctx, "/api/v1/pods", &pods); err != nil {
-		return "pods: " + err.Error()
+// WaitReady waits until the cluster is ready as Start leaves it: API
+// server ready, every node Ready, the default service account present and
+// CoreDNS ready, the conditions of Start's ready phase. It is for clusters made WithoutDefaultCNI, after the test
+// has installed its CNI plugin, and after node restarts. On failure the
+// error says which condition was not met and what the cluster showed.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	if !c.cfg.kubernetes {
+		return errors.New("wait ready: cluster " + c.name + " was made WithoutKubernetes")
 	}
-	var lines []string
-	for _, p := range pods.Items {
-		ready := false
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == "Ready" && cond.Status == "True" {
-				ready = true
-			}
-		}
-		if ready || p.Status.Phase == "Succeeded" {
-			continue
-		}
-		line := fmt.Sprintf("%s/%s on %q: %s", p.Metadata.Namespace, p.Metadata.Name, p.Spec.NodeName, p.Status.Phase)
-		for _, cs := range p.Status.ContainerStatuses {
-			for state, s := range cs.State {
-				if s.Reason != "" || s.Message != "" {
-					line += fmt.Sprintf("; %s %s: %s %s", cs.Name, state, s.Reason, s.Message)
-				}
-			}
-		}
-		lines = append(lines, "    "+line)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	sort.Strings(lines)
-	return "pods not ready:\n" + strings.Join(lines, "\n")
+	return c.waitReady(ctx)
 }

@@ -24,12 +24,6 @@ const ReaperImage = images.ReaperImage
 
 const reaperPort = 7770
 
-// reaperName is the name of the engine's one reaper container, shared by
-// every test process that uses the engine; the suffix is the protocol
-// version. Tests of the reaper's own start give their child processes
-// reapers of their own.
-var reaperName = "kindtest-reaper-2"
-
 // Time limits of the reaper. It exits after reaperIdle without a client,
 // also right after its start, so a process killed while it starts the
 // reaper leaves it running for that long at most.

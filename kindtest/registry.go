@@ -1,3 +1,6 @@
+// The cluster's container registry (WithRegistry) and containerd's
+// registry hosts on every node (WithRegistryMirror).
+
 package kindtest
 
 import (
@@ -24,10 +27,6 @@ const RoleRegistry = "registry"
 // to RegistryAddr() as localhost:PORT/library/busybox:1.36 are what pods
 // naming docker.io/library/busybox:1.36 get.
 const RegistryEndpoint = "http://" + registryAlias + ":5000"
-
-// registryAlias is the registry container's name on every cluster's own
-// network.
-const registryAlias = "kindtest-registry"
 
 // registryHostsDir is where containerd on a node reads per-registry host
 // configuration (config_path in the node image's containerd.toml).
@@ -59,10 +58,6 @@ func checkRegistryImage(ctx context.Context, dc *docker.Client, cfg *config) err
 	}
 	return nil
 }
-
-// registryName names the cluster's registry container; nodes reach it by
-// this name on the cluster's network.
-func registryName(cluster string) string { return cluster + "-registry" }
 
 // startRegistry creates and starts the cluster's registry container, on
 // the cluster's network, labelled like the nodes (so that Delete, the

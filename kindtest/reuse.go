@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -23,50 +21,6 @@ const completeMarker = "/etc/kindtest/complete"
 // keeps a cluster from being reused.
 func reuseLock(cluster string) (*flock.Lock, bool, error) {
 	return flock.TryLock(reuseLockPath(cluster))
-}
-
-// reuseLockPath is where the lock file of a cluster lives; removing the
-// cluster removes it too.
-func reuseLockPath(cluster string) string {
-	return filepath.Join(os.TempDir(), "kindtest-reuse", cluster+".lock")
-}
-
-// setup gives c a ready cluster: in reuse mode an idle one of the same
-// configuration if there is one, else a new one.
-func (c *Cluster) setup(ctx context.Context) error {
-	if c.cfg.reuse {
-		ok, err := c.attachReusable(ctx)
-		if err != nil || ok {
-			return err
-		}
-		lock, ok, err := reuseLock(c.name)
-		if err != nil {
-			return fmt.Errorf("cluster %s: reuse lock: %w", c.name, err)
-		}
-		if !ok {
-			// The name is new and random: another holder means a bug.
-			return fmt.Errorf("cluster %s: reuse lock %s is held by another process", c.name, reuseLockPath(c.name))
-		}
-		c.mu.Lock()
-		c.reuseLock = lock
-		c.mu.Unlock()
-	}
-	if err := c.create(ctx); err != nil {
-		return err
-	}
-	if c.cfg.reuse {
-		if _, err := c.ControlPlane().sh(ctx, "mkdir -p /etc/kindtest && touch "+completeMarker); err != nil {
-			return err
-		}
-		// Complete: from now on it outlives this process.
-		if err := c.markKept(ctx); err != nil {
-			return err
-		}
-	}
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
-	return nil
 }
 
 // attachReusable attaches c to an idle, complete cluster of the same

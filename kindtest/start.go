@@ -21,10 +21,6 @@ type TB interface {
 	Name() string
 }
 
-// cleanupMargin is the time kept back from the test binary's -timeout for
-// removing clusters before the deadline panic ends the process.
-const cleanupMargin = 30 * time.Second
-
 // Start creates a cluster for the test and registers its removal with
 // t.Cleanup before creation starts, so that whatever happens next nothing
 // is left behind (unless a keep policy says otherwise). Progress goes to the

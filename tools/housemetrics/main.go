@@ -4,7 +4,8 @@
 // files that hold With* options, and whether a test binary that imports
 // kindtest links the node-image builder (package images).
 //
-// Run it from the tools module with the repository root as argument:
+// Run it from the tools module with the repository root as argument (-v
+// also lists the names behind each two-way pair):
 //
 //	cd tools && go run ./housemetrics ..
 //
@@ -29,10 +30,18 @@ import (
 	"strings"
 )
 
+// verbose (-v) lists, for each two-way pair, the names each file uses
+// of the other.
+var verbose bool
+
 func main() {
 	root := "."
-	if len(os.Args) > 1 {
-		root = os.Args[1]
+	for _, a := range os.Args[1:] {
+		if a == "-v" {
+			verbose = true
+		} else {
+			root = a
+		}
 	}
 	if err := run(root); err != nil {
 		fmt.Fprintln(os.Stderr, "housemetrics:", err)
@@ -104,6 +113,7 @@ func run(root string) error {
 	// Which file refers to which: a use of a package-level object, a
 	// field or a method declared in another file of the package.
 	refs := map[[2]string]bool{}
+	why := map[[2]string]map[string]bool{}
 	note := func(from token.Pos, obj types.Object) {
 		if obj == nil || obj.Pkg() != tpkg || !obj.Pos().IsValid() {
 			return
@@ -117,7 +127,12 @@ func run(root string) error {
 		a := filepath.Base(fset.Position(from).Filename)
 		b := filepath.Base(fset.Position(obj.Pos()).Filename)
 		if a != b && !strings.HasSuffix(a, "_test.go") && !strings.HasSuffix(b, "_test.go") {
-			refs[[2]string{a, b}] = true
+			k := [2]string{a, b}
+			refs[k] = true
+			if why[k] == nil {
+				why[k] = map[string]bool{}
+			}
+			why[k][obj.Name()] = true
 		}
 	}
 	for id, obj := range info.Uses {
@@ -129,7 +144,11 @@ func run(root string) error {
 	var pairs []string
 	for r := range refs {
 		if r[0] < r[1] && refs[[2]string{r[1], r[0]}] {
-			pairs = append(pairs, r[0]+" <-> "+r[1])
+			p := r[0] + " <-> " + r[1]
+			if verbose {
+				p += fmt.Sprintf("\n      %s uses %s\n      %s uses %s", r[0], names(why[r]), r[1], names(why[[2]string{r[1], r[0]}]))
+			}
+			pairs = append(pairs, p)
 		}
 	}
 	sort.Strings(pairs)
@@ -278,4 +297,13 @@ func depends(root, pkg string, test bool) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+func names(m map[string]bool) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
 }

@@ -1,0 +1,109 @@
+package kindtest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/lifetime"
+	"github.com/kindtest/kindtest/internal/poll"
+)
+
+// namespaceAnnotation records, on a namespace made by Namespace, the full
+// name of the test it was made for.
+const namespaceAnnotation = lifetime.KubeAnnotationTest
+
+// namespaceDeleteTimeout bounds the wait for a test's namespace to be gone.
+const namespaceDeleteTimeout = 2 * time.Minute
+
+// Namespace creates a namespace for the test and returns its name: the
+// test's name made DNS-safe and a random suffix, at most 63 characters,
+// labelled with the cluster (NamespaceLabelCluster) and the session
+// (NamespaceLabelSession) and annotated with the test's full name. At the test's cleanup its pods
+// are deleted without a grace period, then the namespace, and the cleanup
+// waits (up to 2 minutes) until it is gone. t may be a parallel subtest
+// or Ginkgo's GinkgoT(). A failure, and a call after the cluster was
+// deleted, fail the test through t.Fatalf.
+func (c *Cluster) Namespace(t TB) string {
+	t.Helper()
+	if err := c.usable("namespace"); err != nil {
+		t.Fatalf("kindtest: %v", err)
+	}
+	name := namespaceName(t.Name())
+	t.Cleanup(func() {
+		if c.closed.Load() {
+			// The cluster, and the namespace with it, is gone already.
+			return
+		}
+		start := time.Now()
+		if err := c.deleteNamespace(name); err != nil {
+			t.Fatalf("kindtest: %v", err)
+		}
+		t.Logf("kindtest: %s: namespace %s deleted in %v", c.name, name, time.Since(start).Round(time.Millisecond))
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		t.Fatalf("kindtest: namespace %s: %v", name, err)
+	}
+	defer api.close()
+	ns := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "Namespace",
+		"metadata": map[string]any{
+			"name":        name,
+			"labels":      map[string]string{NamespaceLabelCluster: c.name, NamespaceLabelSession: Session()},
+			"annotations": map[string]string{namespaceAnnotation: t.Name()},
+		},
+	}
+	if err := api.do(ctx, "POST", "/api/v1/namespaces", ns, nil); err != nil {
+		t.Fatalf("kindtest: cluster %s: create namespace %s: %v", c.name, name, err)
+	}
+	return name
+}
+
+// deleteNamespace deletes a namespace, its pods without grace period, and
+// waits until it is gone. One that does not exist counts as deleted.
+func (c *Cluster) deleteNamespace(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), namespaceDeleteTimeout)
+	defer cancel()
+	api, err := newAPIClient(c.kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	path := "/api/v1/namespaces/" + name
+	grace0 := map[string]any{"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0}
+	if err := api.do(ctx, "DELETE", path+"/pods", grace0, nil); err != nil && !isStatus(err, 404) {
+		return fmt.Errorf("cluster %s: namespace %s: delete pods: %w", c.name, name, err)
+	}
+	if err := api.do(ctx, "DELETE", path, nil, nil); err != nil && !isStatus(err, 404) {
+		return fmt.Errorf("cluster %s: delete namespace %s: %w", c.name, name, err)
+	}
+	var ns struct {
+		Status struct {
+			Phase      string      `json:"phase"`
+			Conditions []condition `json:"conditions"`
+		} `json:"status"`
+	}
+	var last error
+	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
+		last = api.get(ctx, path, &ns)
+		return isStatus(last, 404), nil
+	})
+	if err != nil {
+		var why []string
+		for _, cond := range ns.Status.Conditions {
+			if cond.Status == "True" {
+				why = append(why, cond.Type+": "+cond.Message)
+			}
+		}
+		if last != nil && !isStatus(last, 404) {
+			why = append(why, "last answer: "+last.Error())
+		}
+		return fmt.Errorf("cluster %s: namespace %s still %s after %v: %s", c.name, name, ns.Status.Phase, namespaceDeleteTimeout, strings.Join(why, "; "))
+	}
+	return nil
+}
