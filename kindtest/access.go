@@ -16,7 +16,7 @@ import (
 // usable fails when the handle can no longer reach the cluster, or the
 // cluster has no Kubernetes.
 func (c *Cluster) usable(what string) error {
-	if c.closed.Load() {
+	if c.life.closed.Load() {
 		return fmt.Errorf("%s: cluster %s was deleted or its handle closed: use it before the cluster's cleanup runs (register your cleanup after Start, or use a subtest)", what, c.name)
 	}
 	if !c.cfg.kubernetes {
@@ -28,8 +28,8 @@ func (c *Cluster) usable(what string) error {
 // hostKubeconfig reads the kubeconfig at path (the user's, for errors)
 // from node cp, or takes it from what the first control plane printed
 // before boot, and points it at the API server's published address.
-func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string) ([]byte, error) {
-	raw, ok := c.prebootFiles[path]
+func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user string, preboot map[string]string) ([]byte, error) {
+	raw, ok := preboot[path]
 	if !ok || cp != c.ControlPlane() {
 		var err error
 		if raw, err = cp.run(ctx, "cat", path); err != nil {
@@ -46,8 +46,8 @@ func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user strin
 // fetchKubeconfig reads the admin kubeconfig from the control plane,
 // points it at the API server's published host port and writes it to the
 // cluster's work directory.
-func (c *Cluster) fetchKubeconfig(ctx context.Context) error {
-	kc, err := c.hostKubeconfig(ctx, c.ControlPlane(), adminKubeconfig, "admin")
+func (c *Cluster) fetchKubeconfig(ctx context.Context, preboot map[string]string) error {
+	kc, err := c.hostKubeconfig(ctx, c.ControlPlane(), adminKubeconfig, "admin", preboot)
 	if err != nil {
 		return err
 	}

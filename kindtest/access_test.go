@@ -59,8 +59,8 @@ func TestUnitPortMappingReuseHash(t *testing.T) {
 }
 
 func TestUnitMappedAddr(t *testing.T) {
-	c := &Cluster{name: "kt-x", nodes: []*Node{{name: "kt-x-control-plane", ip: "172.18.0.2"}},
-		ports: map[string]string{"6443/tcp": "127.0.0.1:40001", "30080/tcp": "127.0.0.1:40002"}}
+	c := &Cluster{identity: identity{name: "kt-x", nodes: []*Node{{name: "kt-x-control-plane", ip: "172.18.0.2"}}},
+		access: access{ports: map[string]string{"6443/tcp": "127.0.0.1:40001", "30080/tcp": "127.0.0.1:40002"}}}
 	c.place = placement{kind: placementLocal}
 	if got, err := c.MappedAddr(30080); err != nil || got != "127.0.0.1:40002" {
 		t.Errorf("local: %q %v", got, err)
@@ -127,8 +127,8 @@ func TestUnitParseTarget(t *testing.T) {
 
 // closedCluster is a handle whose cluster is gone; nothing may reach out.
 func closedCluster() *Cluster {
-	c := &Cluster{name: "kt-gone", cfg: defaultConfig(), nodes: []*Node{{name: "kt-gone-control-plane", id: "x"}}}
-	c.closed.Store(true)
+	c := &Cluster{cfg: defaultConfig(), identity: identity{name: "kt-gone", nodes: []*Node{{name: "kt-gone-control-plane", id: "x"}}}}
+	c.life.closed.Store(true)
 	return c
 }
 
@@ -144,7 +144,7 @@ func TestUnitAccessAfterDelete(t *testing.T) {
 }
 
 func TestUnitBadArguments(t *testing.T) {
-	c := &Cluster{name: "kt-x", cfg: defaultConfig()}
+	c := &Cluster{cfg: defaultConfig(), identity: identity{name: "kt-x"}}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		target string
@@ -163,7 +163,7 @@ func TestUnitBadArguments(t *testing.T) {
 	if err := c.Wait(ctx, "default", "pod/x", Condition("Happy")); err == nil || !strings.Contains(err.Error(), "unknown condition") {
 		t.Errorf("Wait with an unknown condition: %v", err)
 	}
-	noKube := &Cluster{name: "kt-x", cfg: defaultConfig()}
+	noKube := &Cluster{cfg: defaultConfig(), identity: identity{name: "kt-x"}}
 	noKube.cfg.kubernetes = false
 	if err := noKube.Wait(ctx, "default", "pod/x", Ready); err == nil || !strings.Contains(err.Error(), "WithoutKubernetes") {
 		t.Errorf("Wait WithoutKubernetes: %v", err)
@@ -172,7 +172,7 @@ func TestUnitBadArguments(t *testing.T) {
 
 func TestUnitOwnNodes(t *testing.T) {
 	a, b := &Node{name: "kt-a-control-plane", id: "1"}, &Node{name: "kt-a-worker", id: "2"}
-	c := &Cluster{name: "kt-a", nodes: []*Node{a, b}}
+	c := &Cluster{identity: identity{name: "kt-a", nodes: []*Node{a, b}}}
 	// A handle from Attach has its own Node values for the same nodes.
 	got, err := c.ownNodes([]*Node{{name: "kt-a-worker", id: "2"}, b})
 	if err != nil || len(got) != 1 || got[0] != b {

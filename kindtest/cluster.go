@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -20,39 +19,56 @@ import (
 var ErrDockerUnavailable = docker.ErrUnavailable
 
 // Cluster is one Kubernetes cluster whose nodes are Docker containers.
+//
+// The handle holds what outlives creation, in three plain structs: which
+// cluster it is (identity), how this process reaches it (access) and
+// where it stands in its life (life). What one creation step hands the
+// next travels in a creation value instead (see create.go). Attaching to
+// a reused cluster swaps identity and access whole.
 type Cluster struct {
-	name    string
-	cfg     *config
-	docker  *docker.Client
-	labels  map[string]string
-	created time.Time
-	log     Logger
+	cfg    *config
+	docker *docker.Client
+	log    Logger
+	// place is where this process stands relative to the engine; it
+	// decides the API server's address (see placement).
+	place placement
+	identity
+	access
+	life life
+	// timings are how long each phase of this handle's creation took,
+	// set once creation is done.
+	timings []PhaseTiming
+}
 
-	nodes          []*Node
+// identity is which cluster a handle is on.
+type identity struct {
+	name    string
+	labels  map[string]string // on every resource of the cluster
+	created time.Time
+	nodes   []*Node
+}
+
+// access is how this process reaches a cluster.
+type access struct {
+	apiServer      string // https://127.0.0.1:PORT
 	kubeconfig     []byte // with the API server's host address
 	kubeconfigPath string
-	// testDeadline is when Start stops creation for the test binary's
-	// -timeout; zero when there is none.
-	testDeadline time.Time
-	apiServer    string // https://127.0.0.1:PORT
-	workDir      string // holds the kubeconfig file
-	ownsWorkDir  bool   // Delete removes workDir
-	timings      []PhaseTiming
-	timingsMu    sync.Mutex // phases may run side by side
-	// kubernetesVersion is what the node image carries, from its label.
-	kubernetesVersion string
-	token             string // kubeadm bootstrap token for joining workers
-	// addons are the kube-proxy and CoreDNS objects, created during init.
-	addons []bootstrap.Object
-	// prebootFiles are files of the first control plane, by path, that it
-	// printed before boot (the admin's and super-admin's kubeconfigs).
-	prebootFiles map[string]string
+	workDir        string // holds the kubeconfig file
+	ownsWorkDir    bool   // Delete removes workDir
+	// ports maps the control plane's container ports ("6443/tcp") to the
+	// host address they are published on.
+	ports map[string]string
 	// lbIP is the load balancer's address on the cluster's network, with
 	// several control planes (WithControlPlanes); "" with one.
 	lbIP string
+	// registryAddr is "localhost:PORT" of the cluster's registry, if any.
+	registryAddr string
+}
 
-	// mu guards the fields below it: the deadline watcher and the signal
-	// handler read them from other goroutines.
+// life is where a handle stands in its cluster's life. The deadline
+// watcher and the signal handler read it from other goroutines: mu
+// guards the fields up to watchdog.
+type life struct {
 	mu sync.Mutex
 	// ready is set once setup succeeded; a reusable cluster that is not
 	// ready is removed, not kept.
@@ -62,22 +78,13 @@ type Cluster struct {
 	reuseLock *flock.Lock // held while this run uses a reusable cluster
 	watchdog  *watchdog   // the reaper this cluster is registered with
 
-	deleteOnce sync.Once
-	deleteErr  error
-	closeOnce  sync.Once
+	endOnce sync.Once // the cluster is released, kept or removed once
+	endErr  error
+	// closeOnce closes the handle once (see Close).
+	closeOnce sync.Once
 	// closed is set once the handle is closed (deleted, kept, released):
 	// what needs a live cluster refuses to start then.
 	closed atomic.Bool
-
-	// ports maps the control plane's container ports ("6443/tcp") to the
-	// host address they are published on.
-	ports map[string]string
-
-	// place is where this process stands relative to the engine; it
-	// decides the API server's address (see placement).
-	place placement
-	// registryAddr is "localhost:PORT" of the cluster's registry, if any.
-	registryAddr string
 }
 
 // New creates a cluster and returns once it is ready: every node booted
@@ -87,11 +94,11 @@ type Cluster struct {
 // KeepAlways) and the error says which node and step failed. The caller
 // must Delete the cluster, or Close the handle to leave it in place.
 func New(ctx context.Context, opts ...Option) (*Cluster, error) {
-	c, err := prepare(ctx, opts)
+	c, cr, err := prepare(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.setup(ctx); err != nil {
+	if err := c.setup(ctx, cr); err != nil {
 		endErr := c.end(lifetime.Failed)
 		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
 			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
@@ -114,10 +121,10 @@ func (c *Cluster) end(o lifetime.Outcome) error {
 
 // outlives applies the lifetime rule to this cluster.
 func (c *Cluster) outlives(o lifetime.Outcome) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.life.mu.Lock()
+	defer c.life.mu.Unlock()
 	keeps := []string{c.labels[LabelKeep]}
-	if c.marked {
+	if c.life.marked {
 		keeps = append(keeps, lifetime.Kept)
 	}
 	return lifetime.Outlives(keeps, o)
@@ -140,9 +147,9 @@ func (c *Cluster) keepFor(ctx context.Context, o lifetime.Outcome) error {
 // marker volume labelled with the cluster and keep "kept". A cluster whose
 // label already says so needs none.
 func (c *Cluster) markKept(ctx context.Context) error {
-	c.mu.Lock()
-	done := c.marked || c.labels[LabelKeep] == lifetime.KeepAlways
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	done := c.life.marked || c.labels[LabelKeep] == lifetime.KeepAlways
+	c.life.mu.Unlock()
 	if done {
 		return nil
 	}
@@ -151,9 +158,9 @@ func (c *Cluster) markKept(ctx context.Context) error {
 	if err := c.docker.CreateVolume(ctx, markerVolumeName(c.name), labels); err != nil {
 		return fmt.Errorf("cluster %s: mark it kept: %w", c.name, err)
 	}
-	c.mu.Lock()
-	c.marked = true
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	c.life.marked = true
+	c.life.mu.Unlock()
 	return nil
 }
 
@@ -206,12 +213,12 @@ func (c *Cluster) Labels() map[string]string {
 // deadline. In reuse mode (WithReuse) a ready cluster is released for the
 // next run instead: see WithReuse.
 func (c *Cluster) Delete(ctx context.Context) error {
-	c.mu.Lock()
-	release := c.cfg.reuse && c.ready
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	release := c.cfg.reuse && c.life.ready
+	c.life.mu.Unlock()
 	if release {
-		c.deleteOnce.Do(func() { c.deleteErr = c.release(ctx) })
-		return c.deleteErr
+		c.life.endOnce.Do(func() { c.life.endErr = c.release(ctx) })
+		return c.life.endErr
 	}
 	return c.remove(ctx)
 }
@@ -225,12 +232,12 @@ func (c *Cluster) Delete(ctx context.Context) error {
 // the handle must not be used after it.
 func (c *Cluster) Close() error {
 	var err error
-	c.closeOnce.Do(func() {
-		c.closed.Store(true)
-		c.mu.Lock()
-		lock := c.reuseLock
-		c.reuseLock = nil
-		c.mu.Unlock()
+	c.life.closeOnce.Do(func() {
+		c.life.closed.Store(true)
+		c.life.mu.Lock()
+		lock := c.life.reuseLock
+		c.life.reuseLock = nil
+		c.life.mu.Unlock()
 		if lock != nil {
 			err = lock.Unlock()
 		}
@@ -241,7 +248,7 @@ func (c *Cluster) Close() error {
 
 // remove deletes the cluster's resources, once, and releases the handle.
 func (c *Cluster) remove(ctx context.Context) error {
-	c.deleteOnce.Do(func() {
+	c.life.endOnce.Do(func() {
 		unregister(c)
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
@@ -249,17 +256,17 @@ func (c *Cluster) remove(ctx context.Context) error {
 			defer cancel()
 		}
 		start := time.Now()
-		c.deleteErr = removeCluster(ctx, c.docker, c.name)
+		c.life.endErr = removeCluster(ctx, c.docker, c.name)
 		if c.ownsWorkDir {
-			c.deleteErr = errors.Join(c.deleteErr, os.RemoveAll(c.workDir))
+			c.life.endErr = errors.Join(c.life.endErr, os.RemoveAll(c.workDir))
 		}
-		if c.deleteErr == nil {
+		if c.life.endErr == nil {
 			c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
 			c.unwatch()
 		}
-		c.deleteErr = errors.Join(c.deleteErr, c.Close())
+		c.life.endErr = errors.Join(c.life.endErr, c.Close())
 	})
-	return c.deleteErr
+	return c.life.endErr
 }
 
 // removeCluster removes every resource labelled with the cluster's name,
@@ -278,4 +285,10 @@ func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
 		_ = os.Remove(reuseLockPath(name)) // most clusters have none
 	}
 	return err
+}
+
+// Timings returns how long each phase of creation took, in the order the
+// phases ended; none for a reused cluster.
+func (c *Cluster) Timings() []PhaseTiming {
+	return append([]PhaseTiming(nil), c.timings...)
 }

@@ -48,7 +48,7 @@ var sharedCertFiles = []string{
 
 // joinControlPlane copies the shared certificates from the first control
 // plane to n and joins it as a control plane (and etcd member).
-func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
+func (c *Cluster) joinControlPlane(ctx context.Context, cr *creation, n *Node) error {
 	first := c.ControlPlane()
 	res, err := first.Exec(ctx, append([]string{"tar", "-C", "/etc/kubernetes/pki", "-c"}, sharedCertFiles...)...)
 	if err != nil {
@@ -57,5 +57,5 @@ func (c *Cluster) joinControlPlane(ctx context.Context, n *Node) error {
 	if _, err := n.ExecInput(ctx, strings.NewReader(res.Stdout), "sh", "-c", "mkdir -p /etc/kubernetes/pki && tar -C /etc/kubernetes/pki -x"); err != nil {
 		return c.nodeError(n, "write shared certificates", err)
 	}
-	return c.kubeadmJoin(ctx, n)
+	return c.kubeadmJoin(ctx, cr, n)
 }

@@ -36,7 +36,7 @@ func TestUnitControlPlaneNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{name: "c", cfg: cfg}
+	c := &Cluster{cfg: cfg, identity: identity{name: "c"}}
 	c.newNodes()
 	var got []string
 	for _, n := range c.nodes {
@@ -54,7 +54,7 @@ func TestUnitControlPlaneNodes(t *testing.T) {
 	}
 	// One control plane: as before.
 	cfg1, _ := newConfig(nil)
-	c1 := &Cluster{name: "c", cfg: cfg1}
+	c1 := &Cluster{cfg: cfg1, identity: identity{name: "c"}}
 	c1.newNodes()
 	if len(c1.nodes) != 1 || c1.nodes[0].name != "c-control-plane" || len(c1.Workers()) != 0 {
 		t.Errorf("default nodes: %v", c1.nodes)

@@ -16,84 +16,22 @@ import (
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
-// Phase names one phase of cluster creation. The same name is in the
-// progress log ("kindtest: NAME: boot done in 1.2s"), in Timings and in
-// `kindtest bench`.
-type Phase string
-
-// The phases of creation, in the order they start. Every cluster goes
-// through sweep to boot; with Kubernetes (the default) init and kubeconfig
-// run beside boot, then the rest follow.
-const (
-	// PhaseSweep starts, once per process and in the background, the
-	// removal of clusters whose owner is gone.
-	PhaseSweep Phase = "sweep"
-	// PhaseReaper registers the cluster with the engine's reaper (started
-	// if none runs), before anything of the cluster exists.
-	PhaseReaper Phase = "reaper"
-	// PhaseNetwork creates the cluster's network.
-	PhaseNetwork Phase = "network"
-	// PhaseContainers creates and starts the node containers (their
-	// entrypoint waits for the boot signal), the registry and the load
-	// balancer.
-	PhaseContainers Phase = "containers"
-	// PhaseProvision prepares every node before systemd starts: /sys
-	// read-only, cgroups, shared mounts, machine id, registry hosts, pod
-	// network and DNS, and on the control plane kubeadm's files and the
-	// add-on manifests.
-	PhaseProvision Phase = "provision"
-	// PhaseBoot sends the boot signal and waits until systemd runs on
-	// every node.
-	PhaseBoot Phase = "boot"
-	// PhaseInit runs kubeadm init on the first control plane, beside boot.
-	PhaseInit Phase = "init"
-	// PhaseKubeconfig fetches the admin kubeconfig (written before boot)
-	// and points it at the API server's published address, beside init.
-	PhaseKubeconfig Phase = "kubeconfig"
-	// PhaseJoin joins the workers and the other control planes; clusters
-	// of one node skip it.
-	PhaseJoin Phase = "join"
-	// PhaseReady waits until the cluster is ready (see WaitReady).
-	PhaseReady Phase = "ready"
-	// PhaseAPIServer replaces PhaseReady WithoutDefaultCNI: it waits only
-	// for the API server and for every node to register with its pod
-	// range, the nodes' readiness waiting for the test's CNI plugin.
-	PhaseAPIServer Phase = "api server"
-	// PhaseLateAddons starts applying the storage provisioner and the
-	// NetworkPolicy agent in the background; nothing waits for them.
-	PhaseLateAddons Phase = "late add-ons"
-)
-
-// PhaseTiming is how long one phase of cluster creation took.
-type PhaseTiming struct {
-	Phase    Phase
-	Duration time.Duration
-}
-
-// Timings returns how long each phase of creation took, in the order the
-// phases ended.
-func (c *Cluster) Timings() []PhaseTiming {
-	c.timingsMu.Lock()
-	defer c.timingsMu.Unlock()
-	return append([]PhaseTiming(nil), c.timings...)
-}
-
 // prepare validates options, connects to the engine and checks the image,
 // all before anything is created, and names the cluster.
-func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
+func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 	cfg, dc, err := connect(ctx, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	img, err := nodeImage(ctx, dc, cfg.image, cfg.logger)
 	if err != nil {
 		dc.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	place, err := detectPlacement(ctx, dc)
 	if err != nil {
 		dc.Close()
-		return nil, fmt.Errorf("kindtest: %w", err)
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
 	}
 	version := lifetime.ImageKubernetesVersion(img.Labels)
 	if version == "" {
@@ -113,15 +51,15 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	}
 	if err := errors.Join(errs...); err != nil {
 		dc.Close()
-		return nil, fmt.Errorf("kindtest: invalid options: %w", err)
+		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
 	}
 	if err := checkRegistryImage(ctx, dc, cfg); err != nil {
 		dc.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkLoadBalancerImage(ctx, dc, cfg); err != nil {
 		dc.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
@@ -133,21 +71,19 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, error) {
 	if cfg.reuse {
 		labels[LabelReuse] = reuseHash(cfg, img.ID)
 	}
-	return &Cluster{
-		name:              name,
-		cfg:               cfg,
-		docker:            dc,
-		labels:            labels,
-		created:           now,
-		log:               cfg.logger,
-		kubernetesVersion: version,
-		place:             place,
-	}, nil
+	c := &Cluster{
+		cfg:      cfg,
+		docker:   dc,
+		log:      cfg.logger,
+		place:    place,
+		identity: identity{name: name, labels: labels, created: now},
+	}
+	return c, &creation{kubernetesVersion: version}, nil
 }
 
 // setup gives c a ready cluster: in reuse mode an idle one of the same
 // configuration if there is one, else a new one.
-func (c *Cluster) setup(ctx context.Context) error {
+func (c *Cluster) setup(ctx context.Context, cr *creation) error {
 	if c.cfg.reuse {
 		ok, err := c.attachReusable(ctx)
 		if err != nil || ok {
@@ -161,11 +97,13 @@ func (c *Cluster) setup(ctx context.Context) error {
 			// The name is new and random: another holder means a bug.
 			return fmt.Errorf("cluster %s: reuse lock %s is held by another process", c.name, reuseLockPath(c.name))
 		}
-		c.mu.Lock()
-		c.reuseLock = lock
-		c.mu.Unlock()
+		c.life.mu.Lock()
+		c.life.reuseLock = lock
+		c.life.mu.Unlock()
 	}
-	if err := c.create(ctx); err != nil {
+	err := c.create(ctx, cr)
+	c.timings = cr.timings
+	if err != nil {
 		return err
 	}
 	if c.cfg.reuse {
@@ -177,14 +115,14 @@ func (c *Cluster) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	c.life.ready = true
+	c.life.mu.Unlock()
 	return nil
 }
 
 // phase runs one phase of creation, logging and recording its duration.
-func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) error) error {
+func (c *Cluster) phase(ctx context.Context, cr *creation, p Phase, fn func(context.Context) error) error {
 	start := time.Now()
 	err := fn(ctx)
 	d := time.Since(start)
@@ -192,9 +130,9 @@ func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) e
 		c.log.Printf("kindtest: %s: %s failed after %v", c.name, p, d.Round(time.Millisecond))
 		return err
 	}
-	c.timingsMu.Lock()
-	c.timings = append(c.timings, PhaseTiming{Phase: p, Duration: d})
-	c.timingsMu.Unlock()
+	cr.timingsMu.Lock()
+	cr.timings = append(cr.timings, PhaseTiming{Phase: p, Duration: d})
+	cr.timingsMu.Unlock()
 	c.log.Printf("kindtest: %s: %s done in %v", c.name, p, d.Round(time.Millisecond))
 	return nil
 }
@@ -206,33 +144,33 @@ func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) e
 // are gone are swept (once per process) and the cluster is registered with
 // the process's reaper, so that from its first resource on a killed
 // process leaves nothing behind.
-func (c *Cluster) create(ctx context.Context) error {
+func (c *Cluster) create(ctx context.Context, cr *creation) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
 	defer cancel()
 	c.newNodes()
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, len(c.nodes), c.cfg.image)
 	start := time.Now()
 
-	_ = c.phase(ctx, PhaseSweep, c.sweep)
-	_ = c.phase(ctx, PhaseReaper, c.registerWithReaper)
+	_ = c.phase(ctx, cr, PhaseSweep, c.sweep)
+	_ = c.phase(ctx, cr, PhaseReaper, c.registerWithReaper)
 	if err := ctx.Err(); err != nil {
-		return c.wrapCtx(ctx, err)
+		return c.wrapCtx(ctx, cr, err)
 	}
-	if err := c.phase(ctx, PhaseNetwork, c.createNetwork); err != nil {
-		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))
+	if err := c.phase(ctx, cr, PhaseNetwork, c.createNetwork); err != nil {
+		return c.wrapCtx(ctx, cr, fmt.Errorf("cluster %s: create network: %w", c.name, err))
 	}
-	if err := c.phase(ctx, PhaseContainers, c.createContainers); err != nil {
-		return c.wrapCtx(ctx, err)
+	if err := c.phase(ctx, cr, PhaseContainers, c.createContainers); err != nil {
+		return c.wrapCtx(ctx, cr, err)
 	}
-	if err := c.phase(ctx, PhaseProvision, c.provision); err != nil {
-		return c.wrapCtx(ctx, err)
+	if err := c.phase(ctx, cr, PhaseProvision, func(ctx context.Context) error { return c.provision(ctx, cr) }); err != nil {
+		return c.wrapCtx(ctx, cr, err)
 	}
 	if !c.cfg.kubernetes {
-		if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
-			return c.wrapCtx(ctx, err)
+		if err := c.phase(ctx, cr, PhaseBoot, c.boot); err != nil {
+			return c.wrapCtx(ctx, cr, err)
 		}
-	} else if err := c.setupKubernetes(ctx); err != nil {
-		return c.wrapCtx(ctx, err)
+	} else if err := c.setupKubernetes(ctx, cr); err != nil {
+		return c.wrapCtx(ctx, cr, err)
 	}
 	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
 	return nil
@@ -241,27 +179,27 @@ func (c *Cluster) create(ctx context.Context) error {
 // setupKubernetes runs the phases that turn provisioned nodes into a
 // Kubernetes cluster, boot and init side by side, and waits until it is
 // really ready.
-func (c *Cluster) setupKubernetes(ctx context.Context) error {
-	if err := c.bootAndInit(ctx); err != nil {
+func (c *Cluster) setupKubernetes(ctx context.Context, cr *creation) error {
+	if err := c.bootAndInit(ctx, cr); err != nil {
 		return err
 	}
 	if len(c.nodes) > 1 {
-		if err := c.phase(ctx, PhaseJoin, c.join); err != nil {
+		if err := c.phase(ctx, cr, PhaseJoin, func(ctx context.Context) error { return c.join(ctx, cr) }); err != nil {
 			return err
 		}
 	}
 	if c.cfg.noDefaultCNI {
 		// The user's CNI makes the nodes Ready; WaitReady waits for it.
-		if err := c.phase(ctx, PhaseAPIServer, c.waitAPIServer); err != nil {
+		if err := c.phase(ctx, cr, PhaseAPIServer, c.waitAPIServer); err != nil {
 			return err
 		}
-	} else if err := c.phase(ctx, PhaseReady, c.waitReady); err != nil {
+	} else if err := c.phase(ctx, cr, PhaseReady, c.waitReady); err != nil {
 		return err
 	}
 	if c.cfg.withoutStorage && !c.cfg.networkPolicyEnforced() {
 		return nil
 	}
-	return c.phase(ctx, PhaseLateAddons, c.startLateAddons)
+	return c.phase(ctx, cr, PhaseLateAddons, c.startLateAddons)
 }
 
 // sweep is the sweep phase: it starts the removal of orphaned clusters and
@@ -290,7 +228,7 @@ func (c *Cluster) registerWithReaper(ctx context.Context) error {
 func (c *Cluster) createNetwork(ctx context.Context) error {
 	g, ctx := concurrent.WithContext(ctx)
 	g.Go(func() error {
-		sctx, cancel := c.settled(ctx)
+		sctx, cancel := settled(ctx, c.cfg.createTimeout)
 		defer cancel()
 		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
 			return err
@@ -328,7 +266,7 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	varVolume := varVolumeName(n.name)
 	// Creation requests run to their end whatever happens to ctx (see
 	// settled); ctx is checked between them.
-	sctx, cancel := c.settled(ctx)
+	sctx, cancel := settled(ctx, c.cfg.createTimeout)
 	defer cancel()
 	if err := c.docker.CreateVolume(sctx, varVolume, labels); err != nil {
 		return &NodeError{Node: n.name, Step: "create /var volume", Err: err}
@@ -392,8 +330,8 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 
 // provision is the provision phase: every node is prepared for boot, side
 // by side (see provisionNode); the first failure stops the rest.
-func (c *Cluster) provision(ctx context.Context) error {
-	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.provisionNode(ctx, c.nodes[i]) })
+func (c *Cluster) provision(ctx context.Context, cr *creation) error {
+	return concurrent.All(ctx, len(c.nodes), func(ctx context.Context, i int) error { return c.provisionNode(ctx, cr, c.nodes[i]) })
 }
 
 // provisionNode prepares node n before systemd starts, in one exec, in
@@ -401,7 +339,7 @@ func (c *Cluster) provision(ctx context.Context) error {
 // read-only /sys, cgroups, shared mounts, machine id), containerd's
 // registry hosts, then its pod network and DNS; then, on the first
 // control plane, kubeadm's files (see prepareControlPlane).
-func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
+func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) error {
 	steps := [][]string{bootstrap.ProvisionCommand("")}
 	if cmd := c.registryHostsCommand(n); cmd != nil {
 		steps = append(steps, cmd)
@@ -415,7 +353,7 @@ func (c *Cluster) provisionNode(ctx context.Context, n *Node) error {
 	if c.cfg.kubernetes && n.index == 0 {
 		// The other control planes get the shared certificates from it
 		// when they join (see joinControlPlane).
-		return c.prepareControlPlane(ctx, n)
+		return c.prepareControlPlane(ctx, cr, n)
 	}
 	return nil
 }
@@ -455,19 +393,19 @@ func (c *Cluster) bootNode(ctx context.Context, n *Node) error {
 // step waits for the API server anyway; the admin kubeconfig was written
 // before boot. A failed boot cancels the others and is the error
 // reported; a failed init lets boot finish, whose failure would say more.
-func (c *Cluster) bootAndInit(ctx context.Context) error {
+func (c *Cluster) bootAndInit(ctx context.Context, cr *creation) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	initErr := make(chan error, 1)
 	go func() {
 		initErr <- concurrent.All(ctx, 2, func(ctx context.Context, i int) error {
 			if i == 0 {
-				return c.phase(ctx, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, c.ControlPlane()) })
+				return c.phase(ctx, cr, PhaseInit, func(ctx context.Context) error { return c.kubeadmInit(ctx, cr, c.ControlPlane()) })
 			}
-			return c.phase(ctx, PhaseKubeconfig, c.fetchKubeconfig)
+			return c.phase(ctx, cr, PhaseKubeconfig, func(ctx context.Context) error { return c.fetchKubeconfig(ctx, cr.prebootFiles) })
 		})
 	}()
-	if err := c.phase(ctx, PhaseBoot, c.boot); err != nil {
+	if err := c.phase(ctx, cr, PhaseBoot, c.boot); err != nil {
 		cancel()
 		<-initErr
 		return err
@@ -484,14 +422,14 @@ func (c *Cluster) bootAndInit(ctx context.Context) error {
 // Joining beside init, as soon as its bootstrap-token phase was done, was
 // measured slower: on two cores the workers' kubeadm and kubelets took
 // the CPU the scheduler and CoreDNS needed at that moment.
-func (c *Cluster) join(ctx context.Context) error {
+func (c *Cluster) join(ctx context.Context, cr *creation) error {
 	g, ctx := concurrent.WithContext(ctx)
 	for _, n := range c.Workers() {
-		g.Go(func() error { return c.kubeadmJoin(ctx, n) })
+		g.Go(func() error { return c.kubeadmJoin(ctx, cr, n) })
 	}
 	g.Go(func() error {
 		for _, n := range c.ControlPlanes()[1:] {
-			if err := c.joinControlPlane(ctx, n); err != nil {
+			if err := c.joinControlPlane(ctx, cr, n); err != nil {
 				return err
 			}
 		}
@@ -500,29 +438,15 @@ func (c *Cluster) join(ctx context.Context) error {
 	return g.Wait()
 }
 
-// settled returns a context for requests that create engine objects: not
-// cancelled with ctx, so that a request is never abandoned half-way, but
-// bounded by the create timeout (a fixed minute was too short on a slow
-// engine: under emulation one container start took longer).
-func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelFunc) {
-	return detached(ctx, c.cfg.createTimeout)
-}
-
-// detached returns a context for work that must run although ctx ended
-// (recording what failed), bounded by d.
-func detached(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), d)
-}
-
 // wrapCtx makes a failure caused by a deadline or a cancelled context say
 // so plainly, naming the deadline that ended it.
-func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
+func (c *Cluster) wrapCtx(ctx context.Context, cr *creation, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		// The context's deadline is the earlier of the two: when it is
 		// not before the test's, the test's was the binding one.
 		d, _ := ctx.Deadline()
-		if !c.testDeadline.IsZero() && !d.Before(c.testDeadline) {
+		if !cr.deadline.IsZero() && !d.Before(cr.deadline) {
 			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
 		}
 		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)

@@ -20,7 +20,7 @@ import (
 // writes kubeadm's configuration and the discovery kubeconfig, which
 // names the API server (through the load balancer with several control
 // planes) and the CA of the admin kubeconfig, and runs kubeadm join.
-func (c *Cluster) kubeadmJoin(ctx context.Context, n *Node) error {
+func (c *Cluster) kubeadmJoin(ctx context.Context, cr *creation, n *Node) error {
 	f, err := kubeconfigFields(c.kubeconfig)
 	if err != nil {
 		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
@@ -30,7 +30,7 @@ func (c *Cluster) kubeadmJoin(ctx context.Context, n *Node) error {
 		Config: kubeadmConfigPath,
 		Log:    "/etc/kindtest/kubeadm-join.log",
 		Files: []bootstrap.File{
-			{Path: kubeadmConfigPath, Content: kubeadmJoinConfig(n, c.token, c.cfg.createTimeout, &c.cfg.settings)},
+			{Path: kubeadmConfigPath, Content: kubeadmJoinConfig(n, cr.token, c.cfg.createTimeout, &c.cfg.settings)},
 			{Path: discoveryKubeconfigPath, Content: bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])},
 		},
 	}
@@ -44,9 +44,9 @@ func (c *Cluster) kubeadmJoin(ctx context.Context, n *Node) error {
 // beside it, creates the kube-proxy and CoreDNS add-ons as soon as the API
 // server takes them (see createAddons), without waiting for kubeadm's
 // later phases (its API client is rate-limited to 5 requests a second).
-func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
+func (c *Cluster) kubeadmInit(ctx context.Context, cr *creation, cp *Node) error {
 	g, ctx := concurrent.WithContext(ctx)
-	g.Go(func() error { return c.createAddons(ctx, cp) })
+	g.Go(func() error { return c.createAddons(ctx, cr, cp) })
 	g.Go(func() error {
 		cmd := bootstrap.KubeadmInitCommand(bootstrap.KubeadmInit{
 			Config:        kubeadmConfigPath,
@@ -69,9 +69,9 @@ func (c *Cluster) kubeadmInit(ctx context.Context, cp *Node) error {
 // nor for kubeadm to bind the admin's group: the objects go in as soon as
 // the API server serves. Starting kubectl in the node for them took a
 // second or two of a busy machine's CPU, and waiting for /readyz as long.
-func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
+func (c *Cluster) createAddons(ctx context.Context, cr *creation, cp *Node) error {
 	start := time.Now()
-	kc, err := c.hostKubeconfig(ctx, cp, superAdminKubeconfig, "super-admin")
+	kc, err := c.hostKubeconfig(ctx, cp, superAdminKubeconfig, "super-admin", cr.prebootFiles)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
 		return fmt.Errorf("cluster %s: %w", c.name, err)
 	}
 	defer api.close()
-	for _, o := range c.addons {
+	for _, o := range cr.addons {
 		var last error
 		var refused time.Time
 		err := poll.Until(ctx, 20*time.Millisecond, 100*time.Millisecond, func() (bool, error) {
@@ -113,9 +113,9 @@ func (c *Cluster) createAddons(ctx context.Context, cp *Node) error {
 }
 
 // initParams are the values of cp's kubeadm init configuration.
-func (c *Cluster) initParams(cp *Node) initParams {
+func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 	p := initParams{
-		cluster: c.name, version: c.kubernetesVersion, cp: cp, endpoint: c.lbIP, token: c.token,
+		cluster: c.name, version: cr.kubernetesVersion, cp: cp, endpoint: c.lbIP, token: cr.token,
 		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
 		extraSANs: append(c.place.certSANs(), c.lbSANs()...),
 	}
@@ -131,15 +131,15 @@ func (c *Cluster) initParams(cp *Node) initParams {
 // also prints kubeadm's kube-proxy and CoreDNS manifests (kindtest
 // creates those add-ons itself, CoreDNS's fitted to a test cluster) and
 // the admin's and super-admin's kubeconfigs.
-func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
-	if err := c.checkFeatureGatesOnNode(ctx, cp); err != nil {
+func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Node) error {
+	if err := c.checkFeatureGatesOnNode(ctx, cr, cp); err != nil {
 		return err
 	}
-	c.token = newBootstrapToken()
+	cr.token = newBootstrapToken()
 	p := bootstrap.Preboot{
 		Config: kubeadmConfigPath,
 		Log:    prebootLog,
-		Files:  []bootstrap.File{{Path: kubeadmConfigPath, Content: kubeadmInitConfig(c.initParams(cp))}},
+		Files:  []bootstrap.File{{Path: kubeadmConfigPath, Content: kubeadmInitConfig(c.initParams(cr, cp))}},
 		Addons: []string{"kube-proxy", "coredns"},
 		Print:  []string{adminKubeconfig, superAdminKubeconfig},
 	}
@@ -159,12 +159,12 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "kubeadm init phases before boot", Err: err}
 	}
-	c.prebootFiles = map[string]string{adminKubeconfig: parts[adminKubeconfig], superAdminKubeconfig: parts[superAdminKubeconfig]}
+	cr.prebootFiles = map[string]string{adminKubeconfig: parts[adminKubeconfig], superAdminKubeconfig: parts[superAdminKubeconfig]}
 	dns, err := bootstrap.FitCoreDNS(parts["coredns"], min(len(c.nodes), 2), c.apiHost(), apiServerPort)
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	if c.addons, err = bootstrap.Objects(parts["kube-proxy"] + "\n---\n" + dns); err != nil {
+	if cr.addons, err = bootstrap.Objects(parts["kube-proxy"] + "\n---\n" + dns); err != nil {
 		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}
 	}
 	return nil
@@ -175,9 +175,9 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cp *Node) error {
 // knows: a gate that version does not know would otherwise surface as a
 // kubelet that never starts and a kubeadm init that waits for it until
 // the create timeout. All components know the same gates.
-func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, n *Node) error {
+func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, cr *creation, n *Node) error {
 	gates := c.cfg.settings.featureGates
-	if len(gates) == 0 || c.kubernetesVersion == featureGatesVersion {
+	if len(gates) == 0 || cr.kubernetesVersion == featureGatesVersion {
 		return nil
 	}
 	res, err := n.Exec(ctx, gateProbe(gates)...)
@@ -187,7 +187,7 @@ func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, n *Node) error {
 	}
 	if err := gateProbeVerdict(res.Stdout + res.Stderr); err != nil {
 		return fmt.Errorf("cluster %s: feature gates %s: the node image's Kubernetes %s refuses them (kindtest checks gate names before creating a cluster only for %s): %w",
-			c.name, joinMap(gates), c.kubernetesVersion, featureGatesVersion, err)
+			c.name, joinMap(gates), cr.kubernetesVersion, featureGatesVersion, err)
 	}
 	return nil
 }

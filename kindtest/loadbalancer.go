@@ -63,7 +63,7 @@ func (c *Cluster) startLoadBalancer(ctx context.Context) error {
 	}
 	labels := c.Labels()
 	labels[LabelRole] = RoleLoadBalancer
-	sctx, cancel := c.settled(ctx)
+	sctx, cancel := settled(ctx, c.cfg.createTimeout)
 	defer cancel()
 	id, err := c.docker.CreateContainer(sctx, docker.ContainerSpec{
 		Name:    loadBalancerName(c.name),

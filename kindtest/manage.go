@@ -306,7 +306,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	}
 	c.cfg.kubernetes = true
 	c.cfg.noDefaultCNI = c.attachedWithoutDefaultCNI(ctx)
-	return c.fetchKubeconfig(ctx)
+	return c.fetchKubeconfig(ctx, nil)
 }
 
 // connect validates the options, then connects to the engine.

@@ -32,7 +32,7 @@ func (c *Cluster) Namespace(t TB) string {
 	}
 	name := namespaceName(t.Name())
 	t.Cleanup(func() {
-		if c.closed.Load() {
+		if c.life.closed.Load() {
 			// The cluster, and the namespace with it, is gone already.
 			return
 		}

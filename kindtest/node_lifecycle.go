@@ -105,7 +105,7 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	if n.index == 0 && !c.ha() {
 		c.apiServer = c.place.apiServerURL(c.name, info)
-		if err := c.fetchKubeconfig(ctx); err != nil {
+		if err := c.fetchKubeconfig(ctx, nil); err != nil {
 			return err
 		}
 	}

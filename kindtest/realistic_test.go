@@ -62,11 +62,11 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Cluster{name: "c", cfg: cfg}
+	c := &Cluster{cfg: cfg, identity: identity{name: "c"}}
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2"}
 	w := &Node{name: "c-worker", ip: "172.18.0.3", index: 1}
 	c.nodes = []*Node{cp, w}
-	p := c.initParams(cp)
+	p := c.initParams(&creation{}, cp)
 	if p.podRanges != podRangesAllocated {
 		t.Error("WithoutDefaultCNI: the controller-manager is not told to allocate pod ranges")
 	}
@@ -86,7 +86,7 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 
 	def, _ := newConfig(nil)
 	c.cfg = def
-	if c.initParams(cp).podRanges != podRangesFixed {
+	if c.initParams(&creation{}, cp).podRanges != podRangesFixed {
 		t.Error("the default pod network: the controller-manager is told to allocate pod ranges")
 	}
 	args := nodeNetworkCommand(c, w)[4:]

@@ -302,17 +302,17 @@ func (c *Cluster) watch(ctx context.Context) {
 		watchSignals()
 		return
 	}
-	c.mu.Lock()
-	c.watchdog = w
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	c.life.watchdog = w
+	c.life.mu.Unlock()
 }
 
 // unwatch tells the reaper the cluster is no longer its business.
 func (c *Cluster) unwatch() {
-	c.mu.Lock()
-	w := c.watchdog
-	c.watchdog = nil
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	w := c.life.watchdog
+	c.life.watchdog = nil
+	c.life.mu.Unlock()
 	if w != nil {
 		_ = w.forget(c.name)
 	}

@@ -75,7 +75,7 @@ func (c *Cluster) startRegistry(ctx context.Context) error {
 	if c.place.kind == placementRemote {
 		hostIP = "0.0.0.0"
 	}
-	sctx, cancel := c.settled(ctx)
+	sctx, cancel := settled(ctx, c.cfg.createTimeout)
 	defer cancel()
 	id, err := c.docker.CreateContainer(sctx, docker.ContainerSpec{
 		Name:    name,

@@ -44,7 +44,7 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 			c.log.Printf("kindtest: reusable cluster %s is in use by another run", name)
 			continue
 		}
-		candidate := &Cluster{cfg: &config{}, docker: c.docker, log: c.log, workDir: c.workDir}
+		candidate := &Cluster{cfg: &config{}, docker: c.docker, log: c.log, access: access{workDir: c.workDir}}
 		*candidate.cfg = *c.cfg
 		err = candidate.attach(ctx, name)
 		if err == nil {
@@ -65,21 +65,17 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 			lock.Unlock()
 			continue
 		}
-		// The handle keeps this cluster's name, nodes and kubeconfig; the
+		// The handle takes this cluster's identity and access whole; the
 		// name drawn for a new one is dropped.
-		c.name, c.nodes, c.labels, c.created = candidate.name, candidate.nodes, candidate.labels, candidate.created
-		c.apiServer, c.kubeconfig, c.kubeconfigPath = candidate.apiServer, candidate.kubeconfig, candidate.kubeconfigPath
-		c.ports = candidate.ports
-		c.workDir, c.ownsWorkDir = candidate.workDir, candidate.ownsWorkDir
-		c.registryAddr = candidate.registryAddr
+		c.identity, c.access = candidate.identity, candidate.access
 		for _, n := range c.nodes {
 			n.cluster = c // for Stop and Start
 		}
-		c.mu.Lock()
-		c.reuseLock = lock
-		c.ready = true
-		c.marked = true // its creator marked it kept when it was complete
-		c.mu.Unlock()
+		c.life.mu.Lock()
+		c.life.reuseLock = lock
+		c.life.ready = true
+		c.life.marked = true // its creator marked it kept when it was complete
+		c.life.mu.Unlock()
 		register(c)
 		c.log.Printf("kindtest: reusing cluster %s (attached in %v)", c.name, time.Since(start).Round(time.Millisecond))
 		return true, nil

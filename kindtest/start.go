@@ -41,20 +41,20 @@ func Start(t TB, opts ...Option) *Cluster {
 		defer cancel()
 		watchDeadline(d)
 	}
-	c, err := prepare(ctx, opts)
+	c, cr, err := prepare(ctx, opts)
 	if err != nil {
 		if errors.Is(err, ErrDockerUnavailable) && !inCI() {
 			t.Skipf("%v (set CI=true to make this a failure)", err)
 		}
 		t.Fatalf("%v", err)
 	}
-	c.testDeadline = testDeadline
+	cr.deadline = testDeadline
 	t.Cleanup(func() { c.finish(t) })
 	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {
 		c.cfg.artifactsDir = c.workDir
 	}
-	if err := c.setup(ctx); err != nil {
+	if err := c.setup(ctx, cr); err != nil {
 		t.Fatalf("%v", err)
 	}
 	return c
@@ -77,9 +77,9 @@ func (c *Cluster) finish(t TB) {
 		}
 		cancel()
 	}
-	c.mu.Lock()
-	release := c.cfg.reuse && c.ready
-	c.mu.Unlock()
+	c.life.mu.Lock()
+	release := c.cfg.reuse && c.life.ready
+	c.life.mu.Unlock()
 	if release {
 		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
 		defer cancel()
