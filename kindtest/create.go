@@ -53,13 +53,14 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		dc.Close()
 		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
 	}
-	if err := checkRegistryImage(ctx, dc, cfg); err != nil {
-		dc.Close()
-		return nil, nil, err
-	}
-	if err := checkLoadBalancerImage(ctx, dc, cfg); err != nil {
-		dc.Close()
-		return nil, nil, err
+	for _, s := range sidecars {
+		if !s.wanted(cfg) {
+			continue
+		}
+		if err := s.ensureImage(ctx, dc, cfg.image, cfg.logger); err != nil {
+			dc.Close()
+			return nil, nil, fmt.Errorf("kindtest: %w", err)
+		}
 	}
 	now := time.Now()
 	name := newClusterName(cfg.prefix)
@@ -254,8 +255,11 @@ func (c *Cluster) createContainers(ctx context.Context) error {
 	for _, n := range c.nodes {
 		g.Go(func() error { return c.createNode(ctx, n) })
 	}
-	g.Go(func() error { return c.startRegistry(ctx) })     // WithRegistry; nothing otherwise
-	g.Go(func() error { return c.startLoadBalancer(ctx) }) // WithControlPlanes(>1); nothing otherwise
+	for _, s := range sidecars {
+		if s.wanted(c.cfg) {
+			g.Go(func() error { return c.startSidecar(ctx, s) })
+		}
+	}
 	return g.Wait()
 }
 

@@ -70,7 +70,7 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		return nil, err
 	}
 	for _, c := range cs {
-		record(c.Labels, c.Labels[LabelRole] != RoleRegistry && c.Labels[LabelRole] != RoleLoadBalancer)
+		record(c.Labels, !isSidecar(c.Labels[LabelRole]))
 	}
 	// A cluster whose creation stopped early may have only a network or
 	// volumes left.
@@ -242,10 +242,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if cs, err = c.adoptRegistry(ctx, cs); err != nil {
-		return fmt.Errorf("kindtest: attach %s: %w", name, err)
-	}
-	cs, lb, err := c.adoptLoadBalancer(ctx, cs)
+	cs, found, err := c.adoptSidecars(ctx, cs)
 	if err != nil {
 		return fmt.Errorf("kindtest: attach %s: %w", name, err)
 	}
@@ -294,8 +291,10 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 			c.cfg.workers++
 		}
 	}
-	if lb != nil {
-		if err := c.setLoadBalancer(*lb); err != nil {
+	// After the nodes: the load balancer's address replaces the control
+	// plane's.
+	for _, a := range found {
+		if err := a.s.record(c, a.info); err != nil {
 			return fmt.Errorf("kindtest: attach %s: %w", name, err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
 )
 
@@ -35,7 +34,12 @@ func nodeImage(ctx context.Context, dc *docker.Client, ref string, log Logger) (
 			"and for a private registry `docker login %s`; or build the image or load it from a file (`kindtest build`, `kindtest image load FILE`)",
 			ref, err, ref, host, host)
 	}
-	pullReaper(ctx, dc, ref, log)
+	// The reaper's image is beside it too. Without it the run still
+	// works: the clusters of a killed process are then removed by the
+	// next Start's sweep.
+	if err := reaperImage.ensureImage(ctx, dc, ref, log); err != nil {
+		log.Printf("kindtest: %v: the clusters of a killed test process are removed by the next Start or `kindtest prune` instead", err)
+	}
 	img, err = dc.InspectImage(ctx, ref)
 	if err != nil {
 		return docker.Image{}, fmt.Errorf("kindtest: %w", err)
@@ -55,21 +59,4 @@ func pullImage(ctx context.Context, dc *docker.Client, ref string, log Logger) e
 	}
 	log.Printf("kindtest: pulled %s in %s", ref, time.Since(start).Round(100*time.Millisecond))
 	return nil
-}
-
-// pullReaper gets the reaper image from beside a pulled node image when
-// the engine lacks it. Without it the run still works: the clusters of a
-// killed process are then removed by the next Start's sweep.
-func pullReaper(ctx context.Context, dc *docker.Client, nodeRef string, log Logger) {
-	if _, err := dc.InspectImage(ctx, ReaperImage); err == nil {
-		return
-	}
-	ref := images.ReaperRef(nodeRef)
-	err := dc.PullImage(ctx, ref, nil)
-	if err == nil {
-		err = dc.TagImage(ctx, ref, ReaperImage)
-	}
-	if err != nil {
-		log.Printf("kindtest: no reaper image %s (%v): the clusters of a killed test process are removed by the next Start or `kindtest prune` instead", ref, err)
-	}
 }

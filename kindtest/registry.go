@@ -4,7 +4,6 @@
 package kindtest
 
 import (
-	"context"
 	"fmt"
 	"net"
 
@@ -32,73 +31,19 @@ const RegistryEndpoint = "http://" + registryAlias + ":5000"
 // configuration (config_path in the node image's containerd.toml).
 const registryHostsDir = "/etc/containerd/certs.d"
 
-// checkRegistryImage makes sure the registry image is there before
-// anything is created.
-func checkRegistryImage(ctx context.Context, dc *docker.Client, cfg *config) error {
-	if !cfg.registry {
-		return nil
-	}
-	_, err := dc.InspectImage(ctx, RegistryImage)
-	if docker.IsNotFound(err) && docker.RegistryHost(cfg.image) != "" {
-		// Node images pulled from a registry have it beside them.
-		ref := images.RegistryRef(cfg.image)
-		if err = pullImage(ctx, dc, ref, cfg.logger); err == nil {
-			err = dc.TagImage(ctx, ref, RegistryImage)
-		}
-		if err != nil {
-			return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s, and pulling it from beside the node image as %s failed: %w. `kindtest build --push NODE-REF` pushes it there; or build it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", RegistryImage, dc.Host(), ref, err)
-		}
-		return nil
-	}
-	if docker.IsNotFound(err) {
-		return fmt.Errorf("kindtest: WithRegistry: registry image %s is not in the engine at %s: build it with `go run github.com/kindtest/kindtest/cmd/kindtest build` (it builds the node, reaper and registry images), or load it from a file made by `kindtest image save`", RegistryImage, dc.Host())
-	}
-	if err != nil {
-		return fmt.Errorf("kindtest: WithRegistry: %w", err)
-	}
-	return nil
-}
-
-// startRegistry creates and starts the cluster's registry container, on
-// the cluster's network, labelled like the nodes (so that Delete, the
-// reaper and the sweep remove it), its port published on the engine
-// host's loopback, or for a remote engine on every address of that host:
-// the engine itself pushes to localhost:PORT.
-func (c *Cluster) startRegistry(ctx context.Context) error {
-	if !c.cfg.registry {
-		return nil
-	}
-	name := registryName(c.name)
-	labels := c.Labels()
-	labels[LabelRole] = RoleRegistry
+// registrySpec is the registry's container (see sidecars): reached by
+// the nodes as registryAlias on the cluster's network, its port published
+// on the engine host's loopback, or for a remote engine on every address
+// of that host: the engine itself pushes to localhost:PORT.
+func registrySpec(c *Cluster) docker.ContainerSpec {
 	hostIP := c.place.publishIP
 	if c.place.kind == placementRemote {
 		hostIP = "0.0.0.0"
 	}
-	sctx, cancel := settled(ctx, c.cfg.createTimeout)
-	defer cancel()
-	id, err := c.docker.CreateContainer(sctx, docker.ContainerSpec{
-		Name:    name,
-		Image:   RegistryImage,
-		Labels:  labels,
-		Network: c.name,
+	return docker.ContainerSpec{
 		Aliases: []string{registryAlias},
 		Ports:   []docker.PortBinding{{HostIP: hostIP, ContainerPort: images.RegistryPort}},
-	})
-	if err != nil {
-		return fmt.Errorf("cluster %s: create registry: %w", c.name, err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("cluster %s: start registry: %w", c.name, err)
-	}
-	if err := c.docker.StartContainer(sctx, id); err != nil {
-		return fmt.Errorf("cluster %s: start registry: %w", c.name, err)
-	}
-	info, err := c.docker.InspectContainer(ctx, id)
-	if err != nil {
-		return fmt.Errorf("cluster %s: registry: %w", c.name, err)
-	}
-	return c.setRegistryAddr(info)
 }
 
 // setRegistryAddr records the registry's published port from its
@@ -153,24 +98,4 @@ func (c *Cluster) registryHostsCommand(n *Node) []string {
 		waitName, waitURL = registryName(c.name), endpoint+"/v2/"
 	}
 	return bootstrap.RegistryHostsCommand(registryHostsDir, waitName, waitURL, hosts)
-}
-
-// adoptRegistry takes the registry container out of a cluster's container
-// list, for Attach, recording its address.
-func (c *Cluster) adoptRegistry(ctx context.Context, cs []docker.Container) ([]docker.Container, error) {
-	out := cs[:0:0]
-	for _, ct := range cs {
-		if ct.Labels[LabelRole] != RoleRegistry {
-			out = append(out, ct)
-			continue
-		}
-		info, err := c.docker.InspectContainer(ctx, ct.ID)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.setRegistryAddr(info); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
