@@ -1,17 +1,14 @@
 package kindtest
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
-	"github.com/kindtest/kindtest/internal/lifetime"
+	"github.com/kindtest/kindtest/internal/reaper"
 )
 
 // ErrDockerUnavailable is returned (wrapped) when no Docker engine answers.
@@ -67,7 +64,7 @@ type access struct {
 
 // life is where a handle stands in its cluster's life. The deadline
 // watcher and the signal handler read it from other goroutines: mu
-// guards the fields up to watchdog.
+// guards the fields up to reaper.
 type life struct {
 	mu sync.Mutex
 	// ready is set once setup succeeded; a reusable cluster that is not
@@ -75,8 +72,8 @@ type life struct {
 	ready bool
 	// marked is set once the cluster's marker volume says it is kept.
 	marked    bool
-	reuseLock *flock.Lock // held while this run uses a reusable cluster
-	watchdog  *watchdog   // the reaper this cluster is registered with
+	reuseLock *flock.Lock    // held while this run uses a reusable cluster
+	reaper    *reaper.Client // the reaper this cluster is registered with
 
 	endOnce sync.Once // the cluster is released, kept or removed once
 	endErr  error
@@ -85,83 +82,6 @@ type life struct {
 	// closed is set once the handle is closed (deleted, kept, released):
 	// what needs a live cluster refuses to start then.
 	closed atomic.Bool
-}
-
-// New creates a cluster and returns once it is ready: every node booted
-// and, unless WithoutKubernetes is given, Kubernetes up with every node and
-// CoreDNS Ready. On failure everything created so far is removed (unless
-// the keep policy keeps clusters whose creation failed: KeepOnFailure and
-// KeepAlways) and the error says which node and step failed. The caller
-// must Delete the cluster, or Close the handle to leave it in place.
-func New(ctx context.Context, opts ...Option) (*Cluster, error) {
-	c, cr, err := prepare(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.setup(ctx, cr); err != nil {
-		endErr := c.end(lifetime.Failed)
-		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
-			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
-		}
-		return nil, errors.Join(err, endErr)
-	}
-	return c, nil
-}
-
-// end removes the cluster or keeps it, as the lifetime rule says for the
-// outcome, within the delete timeout.
-func (c *Cluster) end(o lifetime.Outcome) error {
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
-	defer cancel()
-	if c.outlives(o) {
-		return c.keepFor(ctx, o)
-	}
-	return c.remove(ctx)
-}
-
-// outlives applies the lifetime rule to this cluster.
-func (c *Cluster) outlives(o lifetime.Outcome) bool {
-	c.life.mu.Lock()
-	defer c.life.mu.Unlock()
-	keeps := []string{c.labels[LabelKeep]}
-	if c.life.marked {
-		keeps = append(keeps, lifetime.Kept)
-	}
-	return lifetime.Outlives(keeps, o)
-}
-
-// keepFor leaves the cluster in place after outcome o: marked kept on the
-// engine (so that the reaper and the sweep leave it too), no longer the
-// reaper's or the signal handler's business, with a log line that says
-// how to get in and how to remove it. The handle's own resources are
-// released.
-func (c *Cluster) keepFor(ctx context.Context, o lifetime.Outcome) error {
-	err := c.markKept(ctx)
-	unregister(c)
-	c.unwatch()
-	c.log.Printf("kindtest: keeping cluster %s (keep policy %s, test %s): %s", c.name, c.labels[LabelKeep], o, c.inspectHint())
-	return errors.Join(err, c.Close())
-}
-
-// markKept records on the engine that the cluster outlives its owner: a
-// marker volume labelled with the cluster and keep "kept". A cluster whose
-// label already says so needs none.
-func (c *Cluster) markKept(ctx context.Context) error {
-	c.life.mu.Lock()
-	done := c.life.marked || c.labels[LabelKeep] == lifetime.KeepAlways
-	c.life.mu.Unlock()
-	if done {
-		return nil
-	}
-	labels := c.Labels()
-	labels[LabelKeep] = lifetime.Kept
-	if err := c.docker.CreateVolume(ctx, markerVolumeName(c.name), labels); err != nil {
-		return fmt.Errorf("cluster %s: mark it kept: %w", c.name, err)
-	}
-	c.life.mu.Lock()
-	c.life.marked = true
-	c.life.mu.Unlock()
-	return nil
 }
 
 // Name is the cluster's unique name; its network and node containers are
@@ -205,24 +125,6 @@ func (c *Cluster) Labels() map[string]string {
 	return out
 }
 
-// Delete removes every container, volume and network that carries the
-// cluster's label, whatever state creation reached, and releases the
-// handle. It is safe to call more than once and from several goroutines
-// and processes at once; things already gone or being removed by someone
-// else count as removed. It makes its own bounded context when ctx has no
-// deadline. In reuse mode (WithReuse) a ready cluster is released for the
-// next run instead: see WithReuse.
-func (c *Cluster) Delete(ctx context.Context) error {
-	c.life.mu.Lock()
-	release := c.cfg.reuse && c.life.ready
-	c.life.mu.Unlock()
-	if release {
-		c.life.endOnce.Do(func() { c.life.endErr = c.release(ctx) })
-		return c.life.endErr
-	}
-	return c.remove(ctx)
-}
-
 // Close releases the handle without deleting the cluster: its engine
 // connection and, in reuse mode, its claim on the cluster. Use it for a
 // handle from Attach that another process owns, such as Ginkgo's parallel
@@ -243,47 +145,6 @@ func (c *Cluster) Close() error {
 		}
 		err = errors.Join(err, c.docker.Close())
 	})
-	return err
-}
-
-// remove deletes the cluster's resources, once, and releases the handle.
-func (c *Cluster) remove(ctx context.Context) error {
-	c.life.endOnce.Do(func() {
-		unregister(c)
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.deleteTimeout)
-			defer cancel()
-		}
-		start := time.Now()
-		c.life.endErr = removeCluster(ctx, c.docker, c.name)
-		if c.ownsWorkDir {
-			c.life.endErr = errors.Join(c.life.endErr, os.RemoveAll(c.workDir))
-		}
-		if c.life.endErr == nil {
-			c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
-			c.unwatch()
-		}
-		c.life.endErr = errors.Join(c.life.endErr, c.Close())
-	})
-	return c.life.endErr
-}
-
-// removeCluster removes every resource labelled with the cluster's name,
-// and its reuse lock file if it has one.
-func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
-	if err := lifetime.CheckClusterName(name); err != nil {
-		return err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 2*time.Minute)
-		defer cancel()
-	}
-	err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
-	if err == nil {
-		_ = os.Remove(reuseLockPath(name)) // most clusters have none
-	}
 	return err
 }
 

@@ -1,6 +1,7 @@
-// The creation of a cluster, in the order it runs: prepare (options,
-// engine, node image, sidecar images, all before anything exists), setup
-// (reuse an idle cluster, or create one), create and its phases.
+// The creation of a cluster, in the order it runs: New (or Start),
+// prepare (options, engine, node image, sidecar images, all before
+// anything exists), setup (reuse an idle cluster, or create one), create
+// and its phases.
 
 package kindtest
 
@@ -8,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
@@ -15,6 +19,27 @@ import (
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
+
+// New creates a cluster and returns once it is ready: every node booted
+// and, unless WithoutKubernetes is given, Kubernetes up with every node and
+// CoreDNS Ready. On failure everything created so far is removed (unless
+// the keep policy keeps clusters whose creation failed: KeepOnFailure and
+// KeepAlways) and the error says which node and step failed. The caller
+// must Delete the cluster, or Close the handle to leave it in place.
+func New(ctx context.Context, opts ...Option) (*Cluster, error) {
+	c, cr, err := prepare(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.setup(ctx, cr); err != nil {
+		endErr := c.end(context.Background(), lifetime.Failed)
+		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
+		}
+		return nil, errors.Join(err, endErr)
+	}
+	return c, nil
+}
 
 // prepare validates options, connects to the engine and checks the image,
 // all before anything is created, and names the cluster.
@@ -216,7 +241,7 @@ func (c *Cluster) sweep(context.Context) error {
 // reaper creation goes on, as watch logs.
 func (c *Cluster) registerWithReaper(ctx context.Context) error {
 	c.watch(ctx)
-	register(c)
+	proc.register(c)
 	return nil
 }
 
@@ -458,4 +483,28 @@ func (c *Cluster) wrapCtx(ctx context.Context, cr *creation, err error) error {
 		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
 	}
 	return err
+}
+
+// checkVersion checks what could only be checked once the node image's
+// Kubernetes version is known: the gates, when the generated list is of
+// that version.
+func (s *settings) checkVersion(image, version string) error {
+	if image == DefaultImage || version != featureGatesVersion {
+		return nil
+	}
+	return errors.Join(s.checkFeatureGates()...)
+}
+
+// checkMountSources checks that the host paths of mounts exist; only
+// meaningful when the engine's host is this one.
+func (s *settings) checkMountSources() error {
+	var errs []error
+	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
+		for _, m := range s.nodeMounts[n] {
+			if _, err := os.Stat(m.HostPath); err != nil {
+				errs = append(errs, fmt.Errorf("node %d mount %s:%s: host path: %w", n, m.HostPath, m.ContainerPath, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

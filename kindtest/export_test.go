@@ -19,7 +19,7 @@ func Panicking() bool { return panicking() }
 
 // SetReaperNameForTest makes this process use a reaper container of its
 // own, so that tests can observe a reaper's start and end.
-func SetReaperNameForTest(name string) { reaperName = name }
+func SetReaperNameForTest(name string) { proc.reaperName = name }
 
 // APIRequestForTest sends one request to the API server named by the
 // kubeconfig, with its client certificate and checking the server's

@@ -1,14 +1,8 @@
 package kindtest
 
 import (
-	"fmt"
-	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
@@ -48,91 +42,6 @@ const (
 	RoleWorker       = "worker"
 )
 
-// Owner identifies the process that created a cluster: host name, PID and
-// the process's start time, so that a recycled PID is not taken for the
-// owner.
-type Owner struct {
-	Host  string
-	PID   int
-	Start string
-}
-
-// String formats the owner as host/pid.
-func (o Owner) String() string { return fmt.Sprintf("%s/%d", o.Host, o.PID) }
-
-var (
-	sessionOnce sync.Once
-	sessionID   string
-	selfOwner   Owner
-)
-
-// Session returns this process's session id: KINDTEST_SESSION when set, else
-// a random id made once per process. Every resource the process creates is
-// labelled with it. Set KINDTEST_SESSION to group the clusters of several
-// processes (a CI job's, say) under one label value for your own tooling;
-// ownership stays per process: each process has its own reaper, which
-// removes only the clusters that process registered with it.
-func Session() string {
-	initSession()
-	return sessionID
-}
-
-func self() Owner {
-	initSession()
-	return selfOwner
-}
-
-func initSession() {
-	sessionOnce.Do(func() {
-		sessionID = getenv(envSession)
-		if sessionID == "" {
-			sessionID = strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-		}
-		host, _ := os.Hostname()
-		selfOwner = Owner{Host: host, PID: os.Getpid(), Start: processStart(os.Getpid())}
-	})
-}
-
-// processStart returns an opaque token for when pid started (the start time
-// field of /proc/PID/stat), or "" where that is not known.
-func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name, field 2, may hold spaces; fields after it are plain.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(s[i+1:])
-	// Field 22 overall is starttime; after ')' the list starts at field 3.
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[19]
-}
-
-// ownerAlive reports whether the process o still runs on this host. An owner
-// on another host is assumed alive: only its own host can tell.
-func ownerAlive(o Owner) bool {
-	host, _ := os.Hostname()
-	if o.Host != host || o.PID <= 0 {
-		return true
-	}
-	start := processStart(o.PID)
-	if start == "" {
-		return false
-	}
-	return o.Start == "" || start == o.Start
-}
-
-func ownerFromLabels(l map[string]string) Owner {
-	pid, _ := strconv.Atoi(l[LabelOwnerPID])
-	return Owner{Host: l[LabelOwnerHost], PID: pid, Start: l[LabelOwnerStart]}
-}
-
 // clusterLabels are the labels every resource of the cluster carries.
 func clusterLabels(cluster string, created time.Time, keep string) map[string]string {
 	o := self()
@@ -156,4 +65,9 @@ func nodeLabels(base map[string]string, role string, index int) map[string]strin
 	l[LabelRole] = role
 	l[LabelNodeIndex] = strconv.Itoa(index)
 	return l
+}
+
+func ownerFromLabels(l map[string]string) Owner {
+	pid, _ := strconv.Atoi(l[LabelOwnerPID])
+	return Owner{Host: l[LabelOwnerHost], PID: pid, Start: l[LabelOwnerStart]}
 }

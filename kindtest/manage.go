@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -189,8 +188,6 @@ func pruneReapers(ctx context.Context, dc *docker.Client, scope PruneScope) erro
 	return errors.Join(errs...)
 }
 
-var sweepOnce sync.Once
-
 // sweepOrphans starts, once per process and in the background, the removal
 // of clusters left by test processes that died before they could clean up
 // and that no reaper removed (a SIGKILL without a reaper, a crash). It
@@ -199,7 +196,7 @@ var sweepOnce sync.Once
 // It is silent, on its own connection and bounded; `kindtest prune` does
 // the same and reports.
 func sweepOrphans() {
-	sweepOnce.Do(func() {
+	proc.sweepOnce.Do(func() {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -70,11 +70,11 @@ func reuseLockPath(cluster string) string {
 	return filepath.Join(os.TempDir(), "kindtest-reuse", cluster+".lock")
 }
 
-// reaperName is the name of the engine's one reaper container, shared by
-// every test process that uses the engine; the suffix is the protocol
-// version. Tests of the reaper's own start give their child processes
-// reapers of their own.
-var reaperName = "kindtest-reaper-2"
+// defaultReaperName is the name of the engine's one reaper container,
+// shared by every test process that uses the engine; the suffix is the
+// protocol version. Tests of the reaper's own start give their child
+// processes reapers of their own (proc.reaperName).
+const defaultReaperName = "kindtest-reaper-2"
 
 var notDNS = regexp.MustCompile(`[^a-z0-9]+`)
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 )
@@ -104,6 +105,18 @@ func (c *Cluster) deleteNamespace(name string) error {
 			why = append(why, "last answer: "+last.Error())
 		}
 		return fmt.Errorf("cluster %s: namespace %s still %s after %v: %s", c.name, name, ns.Status.Phase, namespaceDeleteTimeout, strings.Join(why, "; "))
+	}
+	return nil
+}
+
+// cleanNamespaces empties the cluster of what test runs made, when there
+// is anything to remove.
+func (c *Cluster) cleanNamespaces(ctx context.Context) error {
+	if !c.cfg.kubernetes {
+		return nil
+	}
+	if _, err := c.ControlPlane().run(ctx, bootstrap.CleanNamespacesCommand(adminKubeconfig)...); err != nil {
+		return fmt.Errorf("clean namespaces: %w", err)
 	}
 	return nil
 }

@@ -202,72 +202,9 @@ func (p placement) certSANs() []string {
 	return nil
 }
 
-// reaperSite is where this process's reaper runs and how it is reached.
-type reaperSite struct {
-	place placement
-	// name of the reaper container. Processes reaching a remote engine
-	// share one of their own, published on the engine's address; the
-	// engine's local one is published on its loopback only.
-	name string
-	// socket is the engine's socket as a path on the engine's host, which
-	// the reaper mounts.
-	socket string
-}
-
-func newReaperSite(ctx context.Context, dc *docker.Client) (reaperSite, error) {
-	p, err := detectPlacement(ctx, dc)
-	if err != nil {
-		return reaperSite{}, err
-	}
-	site := reaperSite{place: p, name: reaperName, socket: defaultEngineSocket}
-	switch p.kind {
-	case placementLocal:
-		if s, ok := strings.CutPrefix(dc.Host(), "unix://"); ok {
-			site.socket = s
-		}
-	case placementContainer:
-		if p.socket != "" {
-			site.socket = p.socket
-		}
-	case placementRemote:
-		site.name = reaperName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(p.publishIP)
-	}
-	return site, nil
-}
-
 // defaultEngineSocket is where an engine's socket is on its own host
 // unless this process knows better: for a remote engine it cannot know.
 const defaultEngineSocket = "/var/run/docker.sock"
-
-// reaperAddress is where this process dials the reaper container id: its
-// published port, or from inside a container of the engine, its address
-// on this container's network (the reaper joins it if need be).
-func (p placement) reaperAddress(ctx context.Context, dc *docker.Client, id string) (string, error) {
-	info, err := dc.InspectContainer(ctx, id)
-	if err != nil {
-		return "", err
-	}
-	if p.kind != placementContainer {
-		addr := info.Ports[fmt.Sprintf("%d/tcp", reaperPort)]
-		if addr == "" {
-			return "", fmt.Errorf("reaper container %s: port %d is not published", info.Name, reaperPort)
-		}
-		return addr, nil
-	}
-	network := p.network()
-	if info.IPs[network] == "" {
-		if err := dc.ConnectNetwork(ctx, network, id); err != nil {
-			return "", fmt.Errorf("reaper container %s: join this process's network %s: %w", info.Name, network, err)
-		}
-		if info, err = dc.InspectContainer(ctx, id); err != nil {
-			return "", err
-		}
-	}
-	if info.IPs[network] == "" {
-		return "", fmt.Errorf("reaper container %s has no address on network %s", info.Name, network)
-	}
-	return net.JoinHostPort(info.IPs[network], fmt.Sprint(reaperPort)), nil
-}
 
 // network is the network of this process's container that others join
 // to be reached from it.

@@ -1,18 +1,15 @@
 package kindtest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
@@ -31,27 +28,7 @@ const (
 	reaperStartTimeout = 45 * time.Second
 	reaperHandshake    = 15 * time.Second
 	reaperIdle         = 5 * time.Second
-	reaperReplyTimeout = 10 * time.Second
 )
-
-// The process's connection to the reaper, made by the first cluster that
-// needs it. theReaper also keeps the connection referenced for the life
-// of the process: were it finalized and closed, the reaper would remove
-// live clusters.
-var (
-	reaperOnce  sync.Once
-	reaperReady = make(chan struct{})
-	theReaper   *watchdog
-	reaperErr   error
-)
-
-// watchdog is the process's connection to the reaper.
-type watchdog struct {
-	mu     sync.Mutex
-	conn   net.Conn
-	r      *bufio.Reader
-	broken error
-}
 
 // processReaper returns this process's connection to the engine's reaper,
 // made the first time: to the running reaper, or to one it starts. That
@@ -59,22 +36,22 @@ type watchdog struct {
 // leaves nothing half-made: a reaper container this process created and
 // could not connect to is removed. It never logs; callers report the
 // error with their own logger.
-func processReaper(ctx context.Context) (*watchdog, error) {
-	reaperOnce.Do(func() {
+func processReaper(ctx context.Context) (*reaper.Client, error) {
+	proc.reaperOnce.Do(func() {
 		go func() {
-			defer close(reaperReady)
-			theReaper, reaperErr = connectToReaper()
+			defer close(proc.reaperReady)
+			proc.reaper, proc.reaperErr = connectToReaper()
 		}()
 	})
 	select {
-	case <-reaperReady:
-		return theReaper, reaperErr
+	case <-proc.reaperReady:
+		return proc.reaper, proc.reaperErr
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 }
 
-func connectToReaper() (*watchdog, error) {
+func connectToReaper() (*reaper.Client, error) {
 	if v := getenv(envReaper); v == "off" {
 		return nil, errors.New("KINDTEST_REAPER=off")
 	}
@@ -92,25 +69,26 @@ func connectToReaper() (*watchdog, error) {
 	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
 		return nil, fmt.Errorf("image %s: %w", ReaperImage, err)
 	}
+	var rc *reaper.Client
 	// Another process may be starting the reaper, or it may be exiting
 	// after its idle time: try again until one answers.
 	var last error
 	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
 		w, err := attemptReaper(ctx, dc, site)
 		if err != nil {
-			var stale *staleReaperError
+			var stale *reaper.StaleError
 			if errors.As(err, &stale) {
-				return false, err
+				return false, fmt.Errorf("reaper image %s: %w: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, err)
 			}
 			last = err
 			return false, nil
 		}
-		if err := w.request("hello", Session()); err != nil {
-			w.conn.Close()
+		if err := w.Hello(Session()); err != nil {
+			w.Abandon()
 			last = err
 			return false, nil
 		}
-		theReaper = w
+		rc = w
 		return true, nil
 	})
 	if err != nil {
@@ -119,12 +97,12 @@ func connectToReaper() (*watchdog, error) {
 		}
 		return nil, fmt.Errorf("reaper %s: %w", site.name, err)
 	}
-	return theReaper, nil
+	return rc, nil
 }
 
 // attemptReaper makes one attempt at connecting to the reaper container,
 // creating or starting it as needed.
-func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
+func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*reaper.Client, error) {
 	info, err := dc.InspectContainer(ctx, site.name)
 	switch {
 	case docker.IsNotFound(err):
@@ -147,7 +125,7 @@ func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*wa
 
 // createReaper creates and starts the reaper container. A reaper this
 // process created but cannot connect to is removed.
-func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
+func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*reaper.Client, error) {
 	o := self()
 	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
 		Name:  site.name,
@@ -172,7 +150,7 @@ func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*wat
 	}
 	w, err := connectReaper(ctx, dc, site, id)
 	if err != nil {
-		var stale *staleReaperError
+		var stale *reaper.StaleError
 		if errors.As(err, &stale) {
 			return nil, errors.Join(err, removeReaper(dc, id))
 		}
@@ -187,104 +165,18 @@ func removeReaper(dc *docker.Client, id string) error {
 	return dc.RemoveContainer(ctx, id)
 }
 
-// staleReaperError says the reaper speaks another protocol version: its
-// image is older or newer than this library.
-type staleReaperError struct{ greeting string }
-
-func (e *staleReaperError) Error() string {
-	return fmt.Sprintf("reaper image %s answered %q, this library needs %q: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, e.greeting, reaper.Greeting)
-}
-
 // connectReaper connects to the running reaper container id.
-func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id string) (*watchdog, error) {
+func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id string) (*reaper.Client, error) {
 	addr, err := site.place.reaperAddress(ctx, dc, id)
 	if err != nil {
 		return nil, err
 	}
-	// The engine's port proxy accepts before the reaper listens; only the
-	// reaper's greeting proves the connection reached it.
 	ctx, cancel := context.WithTimeout(ctx, reaperHandshake)
 	defer cancel()
-	var w *watchdog
-	var last error
-	err = poll.Until(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
-		gone := func() bool {
-			info, err := dc.InspectContainer(ctx, id)
-			return err != nil || !info.Running
-		}
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err != nil {
-			last = err
-			if gone() {
-				return false, fmt.Errorf("reaper exited: %v", last)
-			}
-			return false, nil
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
-		r := bufio.NewReader(conn)
-		line, err := r.ReadString('\n')
-		line = strings.TrimSpace(line)
-		if err != nil || line != reaper.Greeting {
-			conn.Close()
-			if err == nil && strings.HasPrefix(line, "kindtest-reaper") {
-				return false, &staleReaperError{greeting: line}
-			}
-			last = fmt.Errorf("greeting %q: %v", line, err)
-			// A reaper that refuses new clients is exiting.
-			if gone() {
-				return false, fmt.Errorf("reaper exited: %v", last)
-			}
-			return false, nil
-		}
-		_ = conn.SetReadDeadline(time.Time{})
-		w = &watchdog{conn: conn, r: r}
-		return true, nil
+	return reaper.Dial(ctx, addr, func() bool {
+		info, err := dc.InspectContainer(ctx, id)
+		return err != nil || !info.Running
 	})
-	if err != nil {
-		if last != nil {
-			err = fmt.Errorf("%w (last attempt: %v)", err, last)
-		}
-		return nil, fmt.Errorf("connect to reaper at %s: %w", addr, err)
-	}
-	return w, nil
-}
-
-// register tells the reaper that this process owns the cluster, before
-// any of it exists.
-func (w *watchdog) register(name string) error { return w.request("register", name) }
-
-// forget tells the reaper that the cluster is no longer its business:
-// removed, or kept on purpose.
-func (w *watchdog) forget(name string) error { return w.request("forget", name) }
-
-func (w *watchdog) request(verb, name string) error {
-	if verb != "hello" {
-		if err := lifetime.CheckClusterName(name); err != nil {
-			return err
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.broken != nil {
-		return w.broken
-	}
-	// The connection is never closed, even when broken: closing it would
-	// make a reaper that is only slow remove the process's live clusters.
-	_ = w.conn.SetDeadline(time.Now().Add(reaperReplyTimeout))
-	defer w.conn.SetDeadline(time.Time{})
-	if _, err := fmt.Fprintf(w.conn, "%s %s\n", verb, name); err != nil {
-		w.broken = fmt.Errorf("reaper connection: %w", err)
-		return w.broken
-	}
-	line, err := w.r.ReadString('\n')
-	if err != nil {
-		w.broken = fmt.Errorf("reaper connection: %w", err)
-		return w.broken
-	}
-	if line = strings.TrimSpace(line); line != "ok" {
-		return fmt.Errorf("reaper refused %s %s: %s", verb, name, line)
-	}
-	return nil
 }
 
 // watch registers the cluster with the process's reaper before anything
@@ -295,25 +187,88 @@ func (w *watchdog) request(verb, name string) error {
 func (c *Cluster) watch(ctx context.Context) {
 	w, err := processReaper(ctx)
 	if err == nil {
-		err = w.register(c.name)
+		err = w.Register(c.name)
 	}
 	if err != nil {
 		c.log.Printf("kindtest: %s: no reaper watches this cluster (%v): should this process be killed, the next Start or `kindtest prune` removes it", c.name, err)
-		watchSignals()
+		proc.watchSignals()
 		return
 	}
 	c.life.mu.Lock()
-	c.life.watchdog = w
+	c.life.reaper = w
 	c.life.mu.Unlock()
 }
 
 // unwatch tells the reaper the cluster is no longer its business.
 func (c *Cluster) unwatch() {
 	c.life.mu.Lock()
-	w := c.life.watchdog
-	c.life.watchdog = nil
+	w := c.life.reaper
+	c.life.reaper = nil
 	c.life.mu.Unlock()
 	if w != nil {
-		_ = w.forget(c.name)
+		_ = w.Forget(c.name)
 	}
+}
+
+// reaperSite is where this process's reaper runs and how it is reached.
+type reaperSite struct {
+	place placement
+	// name of the reaper container. Processes reaching a remote engine
+	// share one of their own, published on the engine's address; the
+	// engine's local one is published on its loopback only.
+	name string
+	// socket is the engine's socket as a path on the engine's host, which
+	// the reaper mounts.
+	socket string
+}
+
+func newReaperSite(ctx context.Context, dc *docker.Client) (reaperSite, error) {
+	p, err := detectPlacement(ctx, dc)
+	if err != nil {
+		return reaperSite{}, err
+	}
+	site := reaperSite{place: p, name: proc.reaperName, socket: defaultEngineSocket}
+	switch p.kind {
+	case placementLocal:
+		if s, ok := strings.CutPrefix(dc.Host(), "unix://"); ok {
+			site.socket = s
+		}
+	case placementContainer:
+		if p.socket != "" {
+			site.socket = p.socket
+		}
+	case placementRemote:
+		site.name = proc.reaperName + "-" + strings.NewReplacer(".", "-", ":", "-").Replace(p.publishIP)
+	}
+	return site, nil
+}
+
+// reaperAddress is where this process dials the reaper container id: its
+// published port, or from inside a container of the engine, its address
+// on this container's network (the reaper joins it if need be).
+func (p placement) reaperAddress(ctx context.Context, dc *docker.Client, id string) (string, error) {
+	info, err := dc.InspectContainer(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if p.kind != placementContainer {
+		addr := info.Ports[fmt.Sprintf("%d/tcp", reaperPort)]
+		if addr == "" {
+			return "", fmt.Errorf("reaper container %s: port %d is not published", info.Name, reaperPort)
+		}
+		return addr, nil
+	}
+	network := p.network()
+	if info.IPs[network] == "" {
+		if err := dc.ConnectNetwork(ctx, network, id); err != nil {
+			return "", fmt.Errorf("reaper container %s: join this process's network %s: %w", info.Name, network, err)
+		}
+		if info, err = dc.InspectContainer(ctx, id); err != nil {
+			return "", err
+		}
+	}
+	if info.IPs[network] == "" {
+		return "", fmt.Errorf("reaper container %s has no address on network %s", info.Name, network)
+	}
+	return net.JoinHostPort(info.IPs[network], fmt.Sprint(reaperPort)), nil
 }

@@ -2,12 +2,10 @@ package kindtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/flock"
 )
 
@@ -76,7 +74,7 @@ func (c *Cluster) attachReusable(ctx context.Context) (bool, error) {
 		c.life.ready = true
 		c.life.marked = true // its creator marked it kept when it was complete
 		c.life.mu.Unlock()
-		register(c)
+		proc.register(c)
 		c.log.Printf("kindtest: reusing cluster %s (attached in %v)", c.name, time.Since(start).Round(time.Millisecond))
 		return true, nil
 	}
@@ -95,32 +93,4 @@ func (c *Cluster) checkReady(ctx context.Context) error {
 		return fmt.Errorf("not ready: %s: %s", pending, detail)
 	}
 	return nil
-}
-
-// cleanNamespaces empties the cluster of what test runs made, when there
-// is anything to remove.
-func (c *Cluster) cleanNamespaces(ctx context.Context) error {
-	if !c.cfg.kubernetes {
-		return nil
-	}
-	if _, err := c.ControlPlane().run(ctx, bootstrap.CleanNamespacesCommand(adminKubeconfig)...); err != nil {
-		return fmt.Errorf("clean namespaces: %w", err)
-	}
-	return nil
-}
-
-// release ends a run's use of a reusable cluster: its objects are cleaned
-// up, within the delete timeout, and the handle is closed, which drops the
-// lock; the cluster stays.
-func (c *Cluster) release(ctx context.Context) error {
-	unregister(c)
-	c.unwatch()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.deleteTimeout)
-		defer cancel()
-	}
-	err := c.cleanNamespaces(ctx)
-	c.log.Printf("kindtest: %s: kept for reuse (KINDTEST_REUSE); remove it with `go run github.com/kindtest/kindtest/cmd/kindtest delete %s`", c.name, c.name)
-	return errors.Join(err, c.Close())
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path"
 	"regexp"
 	"slices"
@@ -265,30 +264,6 @@ func (s *settings) checkFeatureGates() []error {
 		}
 	}
 	return errs
-}
-
-// checkVersion checks what could only be checked once the node image's
-// Kubernetes version is known: the gates, when the generated list is of
-// that version.
-func (s *settings) checkVersion(image, version string) error {
-	if image == DefaultImage || version != featureGatesVersion {
-		return nil
-	}
-	return errors.Join(s.checkFeatureGates()...)
-}
-
-// checkMountSources checks that the host paths of mounts exist; only
-// meaningful when the engine's host is this one.
-func (s *settings) checkMountSources() error {
-	var errs []error
-	for _, n := range slices.Sorted(maps.Keys(s.nodeMounts)) {
-		for _, m := range s.nodeMounts[n] {
-			if _, err := os.Stat(m.HostPath); err != nil {
-				errs = append(errs, fmt.Errorf("node %d mount %s:%s: host path: %w", n, m.HostPath, m.ContainerPath, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // binds are node i's extra mounts as the engine's "src:dst[:ro]".

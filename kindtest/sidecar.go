@@ -7,6 +7,7 @@ package kindtest
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
@@ -154,4 +155,18 @@ func (c *Cluster) adoptSidecars(ctx context.Context, cs []docker.Container) (nod
 		found = append(found, adoptedSidecar{*s, info})
 	}
 	return nodes, found, nil
+}
+
+// pullImage pulls ref, logging progress every few seconds.
+func pullImage(ctx context.Context, dc *docker.Client, ref string, log Logger) error {
+	start := time.Now()
+	log.Printf("kindtest: pulling %s", ref)
+	err := dc.PullImage(ctx, ref, docker.ProgressEvery(3*time.Second, func(t docker.Transfer) {
+		log.Printf("kindtest: pulling %s: %s (%s)", ref, t, time.Since(start).Round(time.Second))
+	}))
+	if err != nil {
+		return err
+	}
+	log.Printf("kindtest: pulled %s in %s", ref, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }

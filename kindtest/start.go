@@ -3,6 +3,8 @@ package kindtest
 import (
 	"context"
 	"errors"
+	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -29,7 +31,7 @@ type TB interface {
 func Start(t TB, opts ...Option) *Cluster {
 	t.Helper()
 	if isGinkgo(t) {
-		ginkgoDriven.Store(true)
+		proc.ginkgoDriven.Store(true)
 	}
 	opts = append([]Option{WithLogger(LoggerFunc(t.Logf))}, opts...)
 	ctx := context.Background()
@@ -39,7 +41,7 @@ func Start(t TB, opts ...Option) *Cluster {
 		testDeadline = d.Add(-cleanupMargin)
 		ctx, cancel = context.WithDeadline(ctx, testDeadline)
 		defer cancel()
-		watchDeadline(d)
+		proc.watchDeadline(d)
 	}
 	c, cr, err := prepare(ctx, opts)
 	if err != nil {
@@ -62,7 +64,7 @@ func Start(t TB, opts ...Option) *Cluster {
 
 // finish ends a cluster made by Start: logs are exported when the test
 // failed or panicked, and the cluster is removed or kept as the lifetime
-// rule says (see KeepPolicy). Every step is bounded.
+// rule says (see KeepPolicy and end). Every step is bounded.
 func (c *Cluster) finish(t TB) {
 	outcome := lifetime.Passed
 	if t.Failed() || panicking() {
@@ -77,31 +79,22 @@ func (c *Cluster) finish(t TB) {
 		}
 		cancel()
 	}
-	c.life.mu.Lock()
-	release := c.cfg.reuse && c.life.ready
-	c.life.mu.Unlock()
-	if release {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
-		defer cancel()
-		if err := c.Delete(ctx); err != nil {
-			t.Logf("kindtest: %s: %v", c.name, err)
-		}
-		return
-	}
-	if c.outlives(outcome) {
-		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
-		defer cancel()
-		if err := c.keepFor(ctx, outcome); err != nil {
-			t.Logf("kindtest: %s: %v", c.name, err)
-		}
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.deleteTimeout)
-	defer cancel()
-	if err := c.remove(ctx); err != nil {
+	removing := c.ending(outcome) == endRemove
+	err := c.end(context.Background(), outcome)
+	switch {
+	case err != nil && removing:
 		t.Logf("kindtest: %s: delete: %v", c.name, err)
 		t.Fatalf("kindtest: cluster %s was not fully removed: %v", c.name, err)
+	case err != nil:
+		t.Logf("kindtest: %s: %v", c.name, err)
 	}
+}
+
+// panicking reports whether the calling goroutine is unwinding a panic.
+// A test's cleanup runs during the panic, when t.Failed() is still false
+// (golang/go#49929); the panic's frames on the stack tell it instead.
+func panicking() bool {
+	return strings.Contains(string(debug.Stack()), "\npanic(")
 }
 
 // isGinkgo reports whether t is Ginkgo's GinkgoT().

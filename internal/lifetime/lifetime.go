@@ -15,6 +15,7 @@
 //     crash), since nobody saw a failure to debug.
 //   - keep "reuse": kept once the cluster is complete and marked "kept";
 //     a half-made reusable cluster is removed like a "never" one.
+//   - whatever the keep value: removed when the owner deletes it.
 //
 // Labels cannot change once a resource exists, so a decision to keep is
 // recorded by adding a small marker volume, labelled with the cluster and
@@ -113,7 +114,7 @@ const (
 type Outcome int
 
 const (
-	// Passed: the test (or the caller of Delete) finished normally.
+	// Passed: the test finished normally.
 	Passed Outcome = iota
 	// Failed: the test failed or panicked, creation failed, or the test
 	// binary's -timeout is about to end the process.
@@ -123,6 +124,9 @@ const (
 	// Vanished: the process is gone without saying how (SIGKILL, a crash,
 	// os.Exit): what the reaper and the orphan sweep see.
 	Vanished
+	// Deleted: the owner asked for the cluster's removal (Delete):
+	// nothing outlives that.
+	Deleted
 )
 
 // String names the outcome for log lines.
@@ -134,6 +138,8 @@ func (o Outcome) String() string {
 		return "failed"
 	case Interrupted:
 		return "interrupted"
+	case Deleted:
+		return "deleted"
 	default:
 		return "vanished"
 	}
@@ -143,6 +149,9 @@ func (o Outcome) String() string {
 // values outlives an owner that ended with outcome o. It is the only place
 // that rule is written.
 func Outlives(keeps []string, o Outcome) bool {
+	if o == Deleted {
+		return false
+	}
 	for _, k := range keeps {
 		switch k {
 		case KeepAlways, Kept:

@@ -6,7 +6,8 @@ import (
 )
 
 func TestOutlives(t *testing.T) {
-	all := []Outcome{Passed, Failed, Interrupted, Vanished}
+	// Deleted is in none of the wants: nothing outlives its deletion.
+	all := []Outcome{Passed, Failed, Interrupted, Vanished, Deleted}
 	for _, tc := range []struct {
 		keeps []string
 		want  map[Outcome]bool // outcomes for which the cluster outlives

@@ -21,6 +21,8 @@
 // It exits once no client has been connected for its idle time, and when
 // no client connects within that time from its start, having removed
 // nothing.
+//
+// Serve is the reaper's side; Client (client.go) is a test process's.
 package reaper
 
 import (

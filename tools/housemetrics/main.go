@@ -175,14 +175,18 @@ func run(root string) error {
 	}
 
 	// Process-wide state: package-level variables that change after
-	// initialisation (assigned, indexed into, deleted from, or of a sync
-	// or channel type); tables that are only read are not counted.
+	// initialisation (assigned, a field or element of them assigned,
+	// deleted from, or of a sync or channel type); tables that are only
+	// read are not counted.
 	changed := map[types.Object]bool{}
 	mark := func(e ast.Expr) {
 		for {
 			switch x := e.(type) {
 			case *ast.IndexExpr:
 				e = x.X
+				continue
+			case *ast.SelectorExpr:
+				e = x.X // a field of it changes
 				continue
 			case *ast.Ident:
 				if obj := info.Uses[x]; obj != nil {

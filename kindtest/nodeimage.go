@@ -3,7 +3,6 @@ package kindtest
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
 )
@@ -45,18 +44,4 @@ func nodeImage(ctx context.Context, dc *docker.Client, ref string, log Logger) (
 		return docker.Image{}, fmt.Errorf("kindtest: %w", err)
 	}
 	return img, nil
-}
-
-// pullImage pulls ref, logging progress every few seconds.
-func pullImage(ctx context.Context, dc *docker.Client, ref string, log Logger) error {
-	start := time.Now()
-	log.Printf("kindtest: pulling %s", ref)
-	err := dc.PullImage(ctx, ref, docker.ProgressEvery(3*time.Second, func(t docker.Transfer) {
-		log.Printf("kindtest: pulling %s: %s (%s)", ref, t, time.Since(start).Round(time.Second))
-	}))
-	if err != nil {
-		return err
-	}
-	log.Printf("kindtest: pulled %s in %s", ref, time.Since(start).Round(100*time.Millisecond))
-	return nil
 }
