@@ -10,15 +10,16 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // DefaultKubernetesVersion is the Kubernetes version that the nested module
 // images/kubernetes builds.
-const DefaultKubernetesVersion = "v1.37.2"
+const DefaultKubernetesVersion = imageref.KubernetesVersion
 
 // DefaultNodeImage is the reference Build tags the node image with, and the
 // image kindtest runs its nodes from unless told otherwise.
-const DefaultNodeImage = "kindtest/node:" + DefaultKubernetesVersion
+const DefaultNodeImage = imageref.Node
 
 // Logger receives progress lines; *log.Logger and testing.T's Logf adapters
 // satisfy it.

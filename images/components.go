@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // component is how one image of the cluster is made from a binary.
@@ -48,12 +49,12 @@ var components = map[string]component{
 // directories on the node. The host name is reserved (RFC 2606): the
 // image is never pulled. Its tag is the version that
 // local-path-provisioner/go.mod requires.
-const LocalPathProvisionerImage = "kindtest.invalid/local-path-provisioner:" + localPathProvisionerVersion
+const LocalPathProvisionerImage = imageref.LocalPathProvisioner
 
 // localPathProvisionerVersion is the version of
 // github.com/rancher/local-path-provisioner that
 // local-path-provisioner/go.mod requires (a test keeps them equal).
-const localPathProvisionerVersion = "v0.0.30"
+const localPathProvisionerVersion = imageref.LocalPathProvisionerVersion
 
 // localPathProvisionerModule is the Go module of the provisioner.
 const localPathProvisionerModule = "github.com/rancher/local-path-provisioner"
@@ -63,11 +64,11 @@ const localPathProvisionerModule = "github.com/rancher/local-path-provisioner"
 // is kindtest's own, preloaded into every node image beside the images
 // kubeadm expects. Like LocalPathProvisionerImage, it is never pulled. Its
 // tag is the version that network-policies/go.mod requires.
-const NetworkPoliciesImage = "kindtest.invalid/kube-network-policies:" + networkPoliciesVersion
+const NetworkPoliciesImage = imageref.NetworkPolicies
 
 // networkPoliciesVersion is the version of sigs.k8s.io/kube-network-policies
 // that network-policies/go.mod requires (a test keeps them equal).
-const networkPoliciesVersion = "v0.8.0"
+const networkPoliciesVersion = imageref.NetworkPoliciesVersion
 
 // networkPoliciesModule is the Go module of the agent; its main package
 // is the module's cmd directory.

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // hashLength is how many hex digits of a content hash go into a tag.
@@ -78,6 +80,9 @@ func contentHash(dir, kubernetesVersion string) (string, error) {
 	slices.Sort(files)
 	h := sha256.New()
 	fmt.Fprintf(h, "kubernetes %s\n", kubernetesVersion)
+	// The component images' references are in internal/imageref, outside
+	// the files hashed below, and the node image carries them.
+	fmt.Fprintf(h, "components %s %s\n", imageref.LocalPathProvisioner, imageref.NetworkPolicies)
 	for _, rel := range files {
 		if err := hashFile(h, dir, rel); err != nil {
 			return "", fmt.Errorf("hash node image inputs: %w", err)

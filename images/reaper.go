@@ -10,38 +10,27 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
 // kindtest package runs its reaper containers from it. The tag is the
 // reaper protocol's version.
-const ReaperImage = "kindtest/reaper:v2"
+const ReaperImage = imageref.Reaper
 
 // ReaperRef is where `kindtest build --push` puts the reaper image for a
 // node image pushed as nodeRef, and where kindtest pulls it from: beside
 // it, as reaper:v1 in the same registry path
 // (registry.example.com/team/kindtest/reaper:v1 for
 // registry.example.com/team/kindtest/node:v1.37.2).
-func ReaperRef(nodeRef string) string {
-	repo := nodeRef
-	if i := strings.IndexByte(repo, '@'); i >= 0 {
-		repo = repo[:i]
-	}
-	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
-		repo = repo[:i]
-	}
-	_, tag, _ := strings.Cut(ReaperImage, ":")
-	return path.Dir(repo) + "/reaper:" + tag
-}
+func ReaperRef(nodeRef string) string { return imageref.Beside(nodeRef, ReaperImage) }
 
 // BuildReaper builds the reaper image: the kindtest command, built from the
 // checkout's root module (outside a checkout: from the kindtest module this
@@ -173,15 +162,12 @@ func libraryModuleDir(ctx context.Context, cacheDir string) (string, error) {
 // load-balancer image with; the kindtest package runs the load balancer in
 // front of a cluster's control planes (WithControlPlanes) from it. The tag
 // is the version of the `kindtest lb` command's flags.
-const LoadBalancerImage = "kindtest/lb:v1"
+const LoadBalancerImage = imageref.LoadBalancer
 
 // LoadBalancerRef is where `kindtest build --push` puts the load-balancer
 // image for a node image pushed as nodeRef, and where kindtest pulls it
 // from: beside the node image, as the reaper image is.
-func LoadBalancerRef(nodeRef string) string {
-	_, tag, _ := strings.Cut(LoadBalancerImage, ":")
-	return path.Dir(ReaperRef(nodeRef)) + "/lb:" + tag
-}
+func LoadBalancerRef(nodeRef string) string { return imageref.Beside(nodeRef, LoadBalancerImage) }
 
 // BuildLoadBalancer builds the load-balancer image: the kindtest command
 // alone in an image FROM scratch, run as `kindtest lb` (a TCP proxy, see

@@ -5,12 +5,11 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
@@ -18,17 +17,14 @@ import (
 // with; the kindtest package runs a cluster's registry (WithRegistry) from
 // it. The tag is the version of the distribution registry inside, which
 // TestRegistryImageVersion keeps equal to registry/go.mod's.
-const RegistryImage = "kindtest/registry:v3.1.2"
+const RegistryImage = imageref.Registry
 
 // RegistryRef is where `kindtest build --push` puts the registry image for
 // a node image pushed as nodeRef, and where kindtest pulls it from when a
 // cluster WithRegistry needs it: beside the node image, as the reaper
 // image is (registry.example.com/team/kindtest/registry:v3.1.2 for
 // registry.example.com/team/kindtest/node:v1.37.2).
-func RegistryRef(nodeRef string) string {
-	_, tag, _ := strings.Cut(RegistryImage, ":")
-	return path.Dir(ReaperRef(nodeRef)) + "/registry:" + tag
-}
+func RegistryRef(nodeRef string) string { return imageref.Beside(nodeRef, RegistryImage) }
 
 // registryArchive holds a copy of the files of the nested module
 // registry/, which module zips leave out, so that a module that only
@@ -41,7 +37,7 @@ func RegistryRef(nodeRef string) string {
 var registryArchive []byte
 
 // RegistryPort is where the registry listens inside its container.
-const RegistryPort = 5000
+const RegistryPort = imageref.RegistryPort
 
 // BuildRegistry builds the registry image: the CNCF distribution registry
 // (github.com/distribution/distribution/v3), built from the nested module

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/imageref"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
 // shellImage is a preloaded image with a shell: the provisioner's, which
 // also runs its helper pods.
-const shellImage = images.LocalPathProvisionerImage
+const shellImage = imageref.LocalPathProvisioner
 
 // TestStorage runs one cluster of a control plane and two workers: a claim
 // without a class, made as soon as Start returns (perhaps before the class

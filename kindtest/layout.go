@@ -7,11 +7,11 @@ package kindtest
 import (
 	"fmt"
 
-	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // KubernetesVersion is the version the default node image carries.
-const KubernetesVersion = images.DefaultKubernetesVersion
+const KubernetesVersion = imageref.KubernetesVersion
 
 // Cluster-wide address ranges. They stay clear of the engine's default
 // address pools (172.17.0.0/12 and 192.168.0.0/16).

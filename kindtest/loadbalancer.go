@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // LoadBalancerImage is the image the load balancer in front of several
 // control planes (WithControlPlanes) runs from. `kindtest build` builds it
 // beside the node, reaper and registry images.
-const LoadBalancerImage = images.LoadBalancerImage
+const LoadBalancerImage = imageref.LoadBalancer
 
 // RoleLoadBalancer is the role label (LabelRole) of the load-balancer
 // container of a cluster with several control planes.

@@ -1,8 +1,8 @@
 package kindtest
 
 import (
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/bootstrap"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // NetworkPolicy is enforced on every cluster whose pod network is
@@ -41,6 +41,6 @@ const networkPolicyManifestPath = "/etc/kindtest/network-policy.yaml"
 // the node's loopback only, so that they take no port from the tests.
 func networkPolicyManifest(apiHost string, apiPort int) string {
 	return bootstrap.NetworkPolicyAddon{
-		Image: images.NetworkPoliciesImage, Name: NetworkPolicyDaemonSet, APIHost: apiHost, APIPort: apiPort,
+		Image: imageref.NetworkPolicies, Name: NetworkPolicyDaemonSet, APIHost: apiHost, APIPort: apiPort,
 	}.Manifest()
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // TestUnitNetworkPolicyOption checks the default, WithoutNetworkPolicy and
@@ -46,7 +46,7 @@ func TestUnitNetworkPolicyManifest(t *testing.T) {
 		t.Fatalf("unreplaced placeholder in the network policy manifest:\n%s", m)
 	}
 	for _, want := range []string{
-		"image: " + images.NetworkPoliciesImage + "\n",
+		"image: " + imageref.NetworkPolicies + "\n",
 		"imagePullPolicy: IfNotPresent\n",
 		"kind: DaemonSet\nmetadata:\n  name: " + NetworkPolicyDaemonSet + "\n  namespace: kube-system\n",
 		"hostNetwork: true\n",

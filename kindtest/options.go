@@ -17,14 +17,14 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/bootstrap"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // DefaultImage is the node image clusters use unless WithImage says
 // otherwise. Build it with `go run ./cmd/kindtest build` in a kindtest
 // checkout.
-const DefaultImage = images.DefaultNodeImage
+const DefaultImage = imageref.Node
 
 // Logger receives progress lines. *testing.T's Logf, log.Printf and
 // fmt.Printf-like functions fit through LoggerFunc.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 func TestNetworkingOptionsValidate(t *testing.T) {
@@ -96,7 +96,7 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 }
 
 func TestRegistryEndpoint(t *testing.T) {
-	if want := fmt.Sprintf("http://%s:%d", registryAlias, images.RegistryPort); RegistryEndpoint != want {
+	if want := fmt.Sprintf("http://%s:%d", registryAlias, imageref.RegistryPort); RegistryEndpoint != want {
 		t.Errorf("RegistryEndpoint %s, want %s", RegistryEndpoint, want)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 	"github.com/kindtest/kindtest/internal/poll"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
@@ -17,7 +17,7 @@ import (
 // ReaperImage is the image of the reaper container that removes a test
 // process's clusters after the process is gone, even after a SIGKILL. It is
 // built with the node image by `go run ./cmd/kindtest build`.
-const ReaperImage = images.ReaperImage
+const ReaperImage = imageref.Reaper
 
 const reaperPort = 7770
 

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // RegistryImage is the image a cluster's registry (WithRegistry) runs
 // from. `kindtest build` builds it beside the node and reaper images.
-const RegistryImage = images.RegistryImage
+const RegistryImage = imageref.Registry
 
 // RoleRegistry is the role label (LabelRole) of a cluster's registry
 // container.
@@ -42,17 +42,17 @@ func registrySpec(c *Cluster) docker.ContainerSpec {
 	}
 	return docker.ContainerSpec{
 		Aliases: []string{registryAlias},
-		Ports:   []docker.PortBinding{{HostIP: hostIP, ContainerPort: images.RegistryPort}},
+		Ports:   []docker.PortBinding{{HostIP: hostIP, ContainerPort: imageref.RegistryPort}},
 	}
 }
 
 // setRegistryAddr records the registry's published port from its
 // container.
 func (c *Cluster) setRegistryAddr(info docker.Container) error {
-	hostPort := info.Ports[fmt.Sprintf("%d/tcp", images.RegistryPort)]
+	hostPort := info.Ports[fmt.Sprintf("%d/tcp", imageref.RegistryPort)]
 	_, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
-		return fmt.Errorf("cluster %s: registry container %s: port %d is not published (%q)", c.name, info.Name, images.RegistryPort, hostPort)
+		return fmt.Errorf("cluster %s: registry container %s: port %d is not published (%q)", c.name, info.Name, imageref.RegistryPort, hostPort)
 	}
 	c.registryAddr = "localhost:" + port
 	return nil
@@ -81,7 +81,7 @@ func (c *Cluster) registryHostsCommand(n *Node) []string {
 		}
 		return &hosts[index[name]]
 	}
-	endpoint := fmt.Sprintf("http://%s:%d", registryName(c.name), images.RegistryPort)
+	endpoint := fmt.Sprintf("http://%s:%d", registryName(c.name), imageref.RegistryPort)
 	if c.registryAddr != "" {
 		host(c.registryAddr).Server = endpoint
 	}

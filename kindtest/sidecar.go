@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // sidecar describes a container that runs beside a cluster's nodes (or,
@@ -22,11 +22,10 @@ type sidecar struct {
 	option, what string
 	// role is its LabelRole, by which attach tells it from the nodes.
 	role string
-	// image is the reference it runs from; beside is where it is pulled
-	// from when the node image came from a registry and the engine lacks
-	// it (`kindtest build --push` puts it there).
-	image  string
-	beside func(nodeRef string) string
+	// image is the reference it runs from. When the engine lacks it and
+	// the node image came from a registry, it is pulled from beside the
+	// node image (imageref.Beside), where `kindtest build --push` puts it.
+	image string
 	// wanted says whether a cluster of the configuration runs it.
 	wanted func(*config) bool
 	// name names its container after the cluster's.
@@ -44,13 +43,13 @@ type sidecar struct {
 var sidecars = []sidecar{
 	{
 		option: "WithRegistry", what: "registry", role: RoleRegistry,
-		image: RegistryImage, beside: images.RegistryRef,
+		image:  RegistryImage,
 		wanted: func(cfg *config) bool { return cfg.registry },
 		name:   registryName, spec: registrySpec, record: (*Cluster).setRegistryAddr,
 	},
 	{
 		option: "WithControlPlanes", what: "load balancer", role: RoleLoadBalancer,
-		image: LoadBalancerImage, beside: images.LoadBalancerRef,
+		image:  LoadBalancerImage,
 		wanted: func(cfg *config) bool { return cfg.controlPlanes > 1 },
 		name:   loadBalancerName, spec: loadBalancerSpec, record: (*Cluster).setLoadBalancer,
 	},
@@ -58,7 +57,7 @@ var sidecars = []sidecar{
 
 // reaperImage is the reaper's image as a sidecar: only ensureImage
 // applies, the reaper's container being the engine's (see reaper.go).
-var reaperImage = sidecar{what: "reaper", image: ReaperImage, beside: images.ReaperRef}
+var reaperImage = sidecar{what: "reaper", image: ReaperImage}
 
 // isSidecar says whether a container of a cluster, by its role label, is
 // a sidecar rather than a node.
@@ -89,7 +88,7 @@ func (s sidecar) ensureImage(ctx context.Context, dc *docker.Client, nodeRef str
 		return fmt.Errorf("%s is not in the engine at %s: build it with `go run github.com/kindtest/kindtest/cmd/kindtest build` (it builds the node image and the reaper, registry and load-balancer images), or load it from a file made by `kindtest image save`", what, dc.Host())
 	}
 	// Node images pulled from a registry have it beside them.
-	ref := s.beside(nodeRef)
+	ref := imageref.Beside(nodeRef, s.image)
 	err = pullImage(ctx, dc, ref, log)
 	if err == nil {
 		err = dc.TagImage(ctx, ref, s.image)

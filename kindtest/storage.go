@@ -3,8 +3,8 @@ package kindtest
 import (
 	"context"
 
-	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/bootstrap"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // Every cluster has a default StorageClass, "standard", served by Rancher's
@@ -63,6 +63,6 @@ func (c *Cluster) startLateAddons(ctx context.Context) error {
 // that Service, it would fail its first start and be restarted.
 func storageManifest(apiHost string, apiPort int) string {
 	return bootstrap.StorageAddon{
-		Image: images.LocalPathProvisionerImage, Class: StorageClassName, Root: StorageRoot, APIHost: apiHost, APIPort: apiPort,
+		Image: imageref.LocalPathProvisioner, Class: StorageClassName, Root: StorageRoot, APIHost: apiHost, APIPort: apiPort,
 	}.Manifest()
 }

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/internal/imageref"
 )
 
 // TestUnitStorageOption checks the default and WithoutStorage, and that a
@@ -34,8 +34,8 @@ func TestUnitStorageManifest(t *testing.T) {
 		t.Fatalf("unreplaced placeholder in the storage manifest:\n%s", m)
 	}
 	for _, want := range []string{
-		"image: " + images.LocalPathProvisionerImage + "\n",
-		"--helper-image=" + images.LocalPathProvisionerImage + "\n",
+		"image: " + imageref.LocalPathProvisioner + "\n",
+		"--helper-image=" + imageref.LocalPathProvisioner + "\n",
 		`"paths": ["` + StorageRoot + `"]`,
 		"  name: " + StorageClassName + "\n",
 		`storageclass.kubernetes.io/is-default-class: "true"`,
