@@ -38,7 +38,7 @@ func (c *Cluster) hostKubeconfig(ctx context.Context, cp *Node, path, user strin
 	}
 	kc, err := rewriteServer([]byte(raw), c.apiServer)
 	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %s kubeconfig: %w", c.name, user, err)
+		return nil, fmt.Errorf("%s kubeconfig: %w", user, err)
 	}
 	return kc, nil
 }
@@ -55,13 +55,13 @@ func (c *Cluster) fetchKubeconfig(ctx context.Context, preboot map[string]string
 	if c.workDir == "" {
 		dir, err := os.MkdirTemp("", "kindtest-"+c.name+"-")
 		if err != nil {
-			return fmt.Errorf("cluster %s: %w", c.name, err)
+			return fmt.Errorf("work directory: %w", err)
 		}
 		c.workDir, c.ownsWorkDir = dir, true
 	}
 	c.kubeconfigPath = filepath.Join(c.workDir, "kubeconfig")
 	if err := os.WriteFile(c.kubeconfigPath, kc, 0o600); err != nil {
-		return fmt.Errorf("cluster %s: write kubeconfig: %w", c.name, err)
+		return fmt.Errorf("write kubeconfig: %w", err)
 	}
 	return nil
 }

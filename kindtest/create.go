@@ -32,6 +32,7 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.setup(ctx, cr); err != nil {
+		err = fmt.Errorf("kindtest: cluster %s: %w", c.name, err)
 		endErr := c.end(context.Background(), lifetime.Failed)
 		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
 			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
@@ -117,11 +118,11 @@ func (c *Cluster) setup(ctx context.Context, cr *creation) error {
 		}
 		lock, ok, err := reuseLock(c.name)
 		if err != nil {
-			return fmt.Errorf("cluster %s: reuse lock: %w", c.name, err)
+			return fmt.Errorf("reuse lock: %w", err)
 		}
 		if !ok {
 			// The name is new and random: another holder means a bug.
-			return fmt.Errorf("cluster %s: reuse lock %s is held by another process", c.name, reuseLockPath(c.name))
+			return fmt.Errorf("reuse lock %s is held by another process", reuseLockPath(c.name))
 		}
 		c.life.mu.Lock()
 		c.life.reuseLock = lock
@@ -183,7 +184,7 @@ func (c *Cluster) create(ctx context.Context, cr *creation) error {
 		return c.wrapCtx(ctx, cr, err)
 	}
 	if err := c.phase(ctx, cr, PhaseNetwork, c.createNetwork); err != nil {
-		return c.wrapCtx(ctx, cr, fmt.Errorf("cluster %s: create network: %w", c.name, err))
+		return c.wrapCtx(ctx, cr, fmt.Errorf("create network: %w", err))
 	}
 	if err := c.phase(ctx, cr, PhaseContainers, c.createContainers); err != nil {
 		return c.wrapCtx(ctx, cr, err)
@@ -476,11 +477,11 @@ func (c *Cluster) wrapCtx(ctx context.Context, cr *creation, err error) error {
 		// not before the test's, the test's was the binding one.
 		d, _ := ctx.Deadline()
 		if !cr.deadline.IsZero() && !d.Before(cr.deadline) {
-			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
+			return fmt.Errorf("not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", cleanupMargin, err)
 		}
-		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
+		return fmt.Errorf("not ready within %v (WithCreateTimeout raises the limit): %w", c.cfg.createTimeout, err)
 	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
+		return fmt.Errorf("creation cancelled: %w", err)
 	}
 	return err
 }

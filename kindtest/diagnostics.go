@@ -1,6 +1,12 @@
 // What kindtest says when something fails: the typed node error, what a
 // node, its kubelet, the cluster's pods or a waited-for object show, and
 // the hints for known causes.
+//
+// Errors follow one rule: the package boundary (New, Start, Attach,
+// Delete, WaitReady, MappedAddr) adds "kindtest:" and the cluster's name,
+// once; the steps inside add only what they were doing ("create
+// network: ...", "admin kubeconfig: ..."). A node's failure names the node
+// (NodeError), a command's its node and command (ExitError).
 
 package kindtest
 

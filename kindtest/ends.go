@@ -98,7 +98,7 @@ func (c *Cluster) markKept(ctx context.Context) error {
 	labels := c.Labels()
 	labels[LabelKeep] = lifetime.Kept
 	if err := c.docker.CreateVolume(ctx, markerVolumeName(c.name), labels); err != nil {
-		return fmt.Errorf("cluster %s: mark it kept: %w", c.name, err)
+		return fmt.Errorf("mark it kept: %w", err)
 	}
 	c.life.mu.Lock()
 	c.life.marked = true
@@ -114,7 +114,10 @@ func (c *Cluster) markKept(ctx context.Context) error {
 // deadline. In reuse mode (WithReuse) a ready cluster is released for the
 // next run instead: see WithReuse.
 func (c *Cluster) Delete(ctx context.Context) error {
-	return c.end(ctx, lifetime.Deleted)
+	if err := c.end(ctx, lifetime.Deleted); err != nil {
+		return fmt.Errorf("kindtest: delete cluster %s: %w", c.name, err)
+	}
+	return nil
 }
 
 // remove deletes the cluster's resources and releases the handle.

@@ -23,7 +23,7 @@ import (
 func (c *Cluster) kubeadmJoin(ctx context.Context, cr *creation, n *Node) error {
 	f, err := kubeconfigFields(c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("cluster %s: admin kubeconfig: %w", c.name, err)
+		return fmt.Errorf("admin kubeconfig: %w", err)
 	}
 	server := "https://" + net.JoinHostPort(c.apiHost(), strconv.Itoa(apiServerPort))
 	j := bootstrap.KubeadmJoin{
@@ -77,7 +77,7 @@ func (c *Cluster) createAddons(ctx context.Context, cr *creation, cp *Node) erro
 	}
 	api, err := newAPIClient(kc)
 	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
+		return fmt.Errorf("add-ons: %w", err)
 	}
 	defer api.close()
 	for _, o := range cr.addons {
@@ -105,7 +105,7 @@ func (c *Cluster) createAddons(ctx context.Context, cr *creation, cp *Node) erro
 			return false, nil // not serving yet, or still starting
 		})
 		if err != nil {
-			return fmt.Errorf("cluster %s: create add-on %s %s: %w (last answer: %v)", c.name, o.Kind, o.Name, err, last)
+			return fmt.Errorf("create add-on %s %s: %w (last answer: %v)", o.Kind, o.Name, err, last)
 		}
 	}
 	c.log.Printf("kindtest: %s: add-ons created after %v", c.name, time.Since(start).Round(time.Millisecond))
@@ -186,8 +186,8 @@ func (c *Cluster) checkFeatureGatesOnNode(ctx context.Context, cr *creation, n *
 		return c.nodeError(n, "check feature gates", err)
 	}
 	if err := gateProbeVerdict(res.Stdout + res.Stderr); err != nil {
-		return fmt.Errorf("cluster %s: feature gates %s: the node image's Kubernetes %s refuses them (kindtest checks gate names before creating a cluster only for %s): %w",
-			c.name, joinMap(gates), cr.kubernetesVersion, featureGatesVersion, err)
+		return fmt.Errorf("feature gates %s: the node image's Kubernetes %s refuses them (kindtest checks gate names before creating a cluster only for %s): %w",
+			joinMap(gates), cr.kubernetesVersion, featureGatesVersion, err)
 	}
 	return nil
 }

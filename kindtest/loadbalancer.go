@@ -40,7 +40,7 @@ func loadBalancerSpec(c *Cluster) docker.ContainerSpec {
 func (c *Cluster) setLoadBalancer(info docker.Container) error {
 	c.lbIP = info.IPs[c.name]
 	if c.lbIP == "" {
-		return fmt.Errorf("cluster %s: load balancer %s has no address on the cluster's network", c.name, info.Name)
+		return fmt.Errorf("load balancer %s has no address on the cluster's network", info.Name)
 	}
 	c.apiServer = c.place.apiServerURL(c.name, info)
 	return nil

@@ -225,7 +225,7 @@ func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) 
 	c := &Cluster{cfg: cfg, docker: dc, log: cfg.logger}
 	if err := c.attach(ctx, name); err != nil {
 		dc.Close()
-		return nil, err
+		return nil, fmt.Errorf("kindtest: attach %s: %w", name, err)
 	}
 	return c, nil
 }
@@ -241,30 +241,30 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	}
 	cs, found, err := c.adoptSidecars(ctx, cs)
 	if err != nil {
-		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+		return err
 	}
 	if len(cs) == 0 {
-		return fmt.Errorf("kindtest: attach %s: no such cluster (see `kindtest list`)", name)
+		return errors.New("no such cluster (see `kindtest list`)")
 	}
 	c.name = name
 	if c.place, err = detectPlacement(ctx, c.docker); err != nil {
-		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+		return err
 	}
 	if err := c.place.joinNetwork(ctx, c.docker, name); err != nil {
-		return fmt.Errorf("kindtest: attach %s: %w", name, err)
+		return err
 	}
 	c.nodes = make([]*Node, len(cs))
 	for _, ct := range cs {
 		i, err := strconv.Atoi(ct.Labels[LabelNodeIndex])
 		if err != nil || i < 0 || i >= len(cs) || c.nodes[i] != nil {
-			return fmt.Errorf("kindtest: attach %s: node %s has a bad %s label %q", name, ct.Name, LabelNodeIndex, ct.Labels[LabelNodeIndex])
+			return fmt.Errorf("node %s has a bad %s label %q", ct.Name, LabelNodeIndex, ct.Labels[LabelNodeIndex])
 		}
 		info, err := c.docker.InspectContainer(ctx, ct.ID)
 		if err != nil {
 			return err
 		}
 		if !info.Running {
-			return fmt.Errorf("kindtest: attach %s: node %s is %s", name, ct.Name, info.Status)
+			return fmt.Errorf("node %s is %s", ct.Name, info.Status)
 		}
 		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], docker: c.docker, cluster: c}
 		if i == 0 {
@@ -292,7 +292,7 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	// plane's.
 	for _, a := range found {
 		if err := a.s.record(c, a.info); err != nil {
-			return fmt.Errorf("kindtest: attach %s: %w", name, err)
+			return err
 		}
 	}
 	// A cluster made WithoutKubernetes has no admin kubeconfig.

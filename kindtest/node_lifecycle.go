@@ -106,7 +106,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.index == 0 && !c.ha() {
 		c.apiServer = c.place.apiServerURL(c.name, info)
 		if err := c.fetchKubeconfig(ctx, nil); err != nil {
-			return err
+			return &NodeError{Node: n.name, Step: "fetch kubeconfig", Err: err}
 		}
 	}
 	if err := c.waitNodeReady(ctx, n, started); err != nil {

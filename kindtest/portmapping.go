@@ -31,7 +31,7 @@ func (c *Cluster) portBindings() []docker.PortBinding {
 func (c *Cluster) MappedAddr(nodePort int) (string, error) {
 	addr := c.ports[fmt.Sprintf("%d/tcp", nodePort)]
 	if addr == "" || nodePort == apiServerPort {
-		return "", fmt.Errorf("cluster %s: node port %d is not mapped: create the cluster WithPortMapping(0, %d)", c.name, nodePort, nodePort)
+		return "", fmt.Errorf("kindtest: cluster %s: node port %d is not mapped: create the cluster WithPortMapping(0, %d)", c.name, nodePort, nodePort)
 	}
 	if c.place.kind == placementContainer {
 		return net.JoinHostPort(c.ControlPlane().ip, strconv.Itoa(nodePort)), nil

@@ -113,7 +113,7 @@ func (c *Cluster) waitReady(ctx context.Context) error { return c.waitFor(ctx, r
 func (c *Cluster) waitFor(ctx context.Context, conds []readinessCondition) error {
 	api, err := newAPIClient(c.kubeconfig)
 	if err != nil {
-		return fmt.Errorf("cluster %s: %w", c.name, err)
+		return err
 	}
 	defer api.close()
 	pending := conds[0].name
@@ -134,7 +134,7 @@ func (c *Cluster) waitFor(ctx context.Context, conds []readinessCondition) error
 	})
 	if err != nil {
 		var b strings.Builder
-		fmt.Fprintf(&b, "cluster %s: not ready: waiting for %s", c.name, pending)
+		fmt.Fprintf(&b, "waiting for %s", pending)
 		if detail != "" {
 			fmt.Fprintf(&b, ": %s", detail)
 		}
@@ -158,7 +158,10 @@ func (c *Cluster) waitFor(ctx context.Context, conds []readinessCondition) error
 // error says which condition was not met and what the cluster showed.
 func (c *Cluster) WaitReady(ctx context.Context) error {
 	if !c.cfg.kubernetes {
-		return errors.New("wait ready: cluster " + c.name + " was made WithoutKubernetes")
+		return errors.New("kindtest: wait ready: cluster " + c.name + " was made WithoutKubernetes")
 	}
-	return c.waitReady(ctx)
+	if err := c.waitReady(ctx); err != nil {
+		return fmt.Errorf("kindtest: cluster %s: not ready: %w", c.name, err)
+	}
+	return nil
 }

@@ -52,7 +52,7 @@ func (c *Cluster) setRegistryAddr(info docker.Container) error {
 	hostPort := info.Ports[fmt.Sprintf("%d/tcp", imageref.RegistryPort)]
 	_, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
-		return fmt.Errorf("cluster %s: registry container %s: port %d is not published (%q)", c.name, info.Name, imageref.RegistryPort, hostPort)
+		return fmt.Errorf("registry container %s: port %d is not published (%q)", info.Name, imageref.RegistryPort, hostPort)
 	}
 	c.registryAddr = "localhost:" + port
 	return nil

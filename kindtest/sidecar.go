@@ -111,17 +111,17 @@ func (c *Cluster) startSidecar(ctx context.Context, s sidecar) error {
 	defer cancel()
 	id, err := c.docker.CreateContainer(sctx, spec)
 	if err != nil {
-		return fmt.Errorf("cluster %s: create %s: %w", c.name, s.what, err)
+		return fmt.Errorf("create %s: %w", s.what, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("cluster %s: start %s: %w", c.name, s.what, err)
+		return fmt.Errorf("start %s: %w", s.what, err)
 	}
 	if err := c.docker.StartContainer(sctx, id); err != nil {
-		return fmt.Errorf("cluster %s: start %s: %w", c.name, s.what, err)
+		return fmt.Errorf("start %s: %w", s.what, err)
 	}
 	info, err := c.docker.InspectContainer(ctx, id)
 	if err != nil {
-		return fmt.Errorf("cluster %s: inspect %s: %w", c.name, s.what, err)
+		return fmt.Errorf("inspect %s: %w", s.what, err)
 	}
 	return s.record(c, info)
 }

@@ -57,7 +57,7 @@ func Start(t TB, opts ...Option) *Cluster {
 		c.cfg.artifactsDir = c.workDir
 	}
 	if err := c.setup(ctx, cr); err != nil {
-		t.Fatalf("%v", err)
+		t.Fatalf("kindtest: cluster %s: %v", c.name, err)
 	}
 	return c
 }
