@@ -1,3 +1,5 @@
+// The handle on a cluster: identity, access and life, and its accessors.
+
 package kindtest
 
 import (

@@ -1,3 +1,6 @@
+// kubeadm's configuration for the first control plane and for a joining
+// node, rendered from the cluster and its settings.
+
 package kindtest
 
 import (

@@ -1,3 +1,6 @@
+// The kubeadm steps of creation: the control plane's files before boot,
+// kubeadm init with the add-ons beside it, and kubeadm join.
+
 package kindtest
 
 import (

@@ -1,3 +1,6 @@
+// The labels on everything kindtest creates: the keys, and the labels of
+// a cluster's resources and nodes.
+
 package kindtest
 
 import (

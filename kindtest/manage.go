@@ -1,3 +1,6 @@
+// Clusters found on the engine by their labels: List, DeleteCluster,
+// Prune and the background sweep, and Attach.
+
 package kindtest
 
 import (

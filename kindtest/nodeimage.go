@@ -1,3 +1,6 @@
+// The node image as the engine has it, pulled first when it names a
+// registry.
+
 package kindtest
 
 import (

@@ -1,3 +1,8 @@
+// Every option of New and Start, each with its doc and default: the
+// config they set, defaultConfig (the one place defaults are set), the one
+// validate that checks them all in order, and the shape of a reusable
+// cluster that reuse matches clusters by (reuseHash).
+
 package kindtest
 
 import (

@@ -1,3 +1,7 @@
+// The engine's reaper container: started when none runs, reached where
+// this process stands, and the cluster's registration with it. The
+// protocol client is internal/reaper's Client.
+
 package kindtest
 
 import (

@@ -1,3 +1,6 @@
+// Reuse mode (WithReuse): attaching to an idle kept cluster of the same
+// shape, and the lock that says a run is using it.
+
 package kindtest
 
 import (

@@ -1,3 +1,6 @@
+// Start, the test helper: a cluster for the test, ended by the test's
+// cleanup.
+
 package kindtest
 
 import (
