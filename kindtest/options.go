@@ -686,7 +686,7 @@ func WithKindConfig(data []byte) Option {
 	}
 }
 
-// WithKindConfigFile is WithKindConfig with the file at path.
+// WithKindConfigFile is WithKindConfig with the file at path. Default: none.
 func WithKindConfigFile(path string) Option {
 	return func(c *config) error {
 		data, err := os.ReadFile(path)
