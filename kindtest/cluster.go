@@ -6,7 +6,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
@@ -41,10 +40,9 @@ type Cluster struct {
 
 // identity is which cluster a handle is on.
 type identity struct {
-	name    string
-	labels  map[string]string // on every resource of the cluster
-	created time.Time
-	nodes   []*Node
+	name   string
+	labels map[string]string // on every resource of the cluster
+	nodes  []*Node
 }
 
 // access is how this process reaches a cluster.

@@ -103,7 +103,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		docker:   dc,
 		log:      cfg.logger,
 		place:    place,
-		identity: identity{name: name, labels: labels, created: now},
+		identity: identity{name: name, labels: labels},
 	}
 	return c, &creation{kubernetesVersion: version}, nil
 }

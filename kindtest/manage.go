@@ -277,7 +277,6 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 					c.labels[k] = v
 				}
 			}
-			c.created, _ = time.Parse(time.RFC3339, ct.Labels[LabelCreated])
 			c.cfg.image = info.Image
 			c.apiServer = c.place.apiServerURL(name, info)
 			c.ports = info.Ports
