@@ -51,8 +51,8 @@ func (c *Cluster) ending(o lifetime.Outcome) ending {
 // end ends the cluster after outcome o, once, as ending decides: every
 // path goes through it (a failed New, Start's cleanup, Delete, a signal,
 // the test binary's deadline). Later calls return the first one's error.
-// It works within ctx's deadline, or within the delete timeout when ctx
-// has none, and is not cut short by ctx's cancellation.
+// It works within ctx; when ctx has no deadline, within the delete
+// timeout instead, and then not cut short by ctx's cancellation.
 func (c *Cluster) end(ctx context.Context, o lifetime.Outcome) error {
 	c.life.endOnce.Do(func() {
 		if _, ok := ctx.Deadline(); !ok {
