@@ -356,10 +356,11 @@ func WithArtifactsDir(dir string) Option {
 }
 
 // WithReuse makes the cluster outlive the test for the edit-test loop: the
-// first run creates and keeps it, later runs with the same configuration
-// (node image, workers, Kubernetes or not, storage or not, name prefix,
-// settings, port mappings, registry, mirrors, default CNI or not) attach
-// to it in about a second. A cluster in use by another run is never
+// first run creates and keeps it, later runs with the same node image and
+// the same options that shape a cluster (workers, control planes,
+// Kubernetes or not, name prefix, settings, port mappings, registry,
+// mirrors, default CNI, storage and NetworkPolicy agent or not) attach to
+// it in about a second. A cluster in use by another run is never
 // attached to.
 // When a run ends, its namespaces (all but default and the kube-* ones)
 // and the namespaced objects it left in default are deleted; cluster-scoped
