@@ -89,44 +89,14 @@ func initSession() {
 			sessionID = strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		}
 		host, _ := os.Hostname()
-		selfOwner = Owner{Host: host, PID: os.Getpid(), Start: processStart(os.Getpid())}
+		start, _ := lifetime.ProcessStart(os.Getpid())
+		selfOwner = Owner{Host: host, PID: os.Getpid(), Start: start}
 	})
-}
-
-// processStart returns an opaque token for when pid started (the start time
-// field of /proc/PID/stat), or "" where that is not known.
-func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name, field 2, may hold spaces; fields after it are plain.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(s[i+1:])
-	// Field 22 overall is starttime; after ')' the list starts at field 3.
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[19]
 }
 
 // ownerAlive reports whether the process o still runs on this host. An owner
 // on another host is assumed alive: only its own host can tell.
-func ownerAlive(o Owner) bool {
-	host, _ := os.Hostname()
-	if o.Host != host || o.PID <= 0 {
-		return true
-	}
-	start := processStart(o.PID)
-	if start == "" {
-		return false
-	}
-	return o.Start == "" || start == o.Start
-}
+func ownerAlive(o Owner) bool { return lifetime.OwnerAlive(o.Host, o.PID, o.Start) }
 
 func ownerFromLabels(l map[string]string) Owner {
 	pid, _ := strconv.Atoi(l[LabelOwnerPID])

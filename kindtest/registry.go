@@ -8,10 +8,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/interrupt"
 	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
@@ -46,8 +46,10 @@ var (
 // It removes the process's clusters on SIGINT or SIGTERM, then lets the
 // signal have its default effect. A library must coexist with the rest of
 // the process, so it never calls signal.Reset (which would remove every
-// other handler) and never exits the process itself: once the clusters are
-// gone it stops relaying the signal and raises it again. Under Ginkgo it
+// other handler) and, on Unix, never exits the process itself: once the
+// clusters are gone it stops relaying the signal and raises it again. (On
+// Windows a console event cannot be raised again: the process exits with
+// the code that event gives it; see internal/interrupt.) Under Ginkgo it
 // does nothing: Ginkgo's interrupt handling runs Start's cleanup, and a
 // second signal would cut that short.
 //
@@ -60,12 +62,12 @@ func watchSignals() {
 	}
 	signalOnce.Do(func() {
 		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(ch, interrupt.Signals()...)
 		go func() {
 			sig := <-ch
 			endAllLive(lifetime.Interrupted, time.Minute)
 			signal.Stop(ch)
-			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+			interrupt.Raise(sig)
 		}()
 	})
 }
