@@ -34,6 +34,19 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// onHost is a host of the given OS with the environment m, where a unix
+// socket exists at each of sockets and nowhere else.
+func onHost(goos string, m map[string]string, sockets ...string) hostEnv {
+	return hostEnv{getenv: env(m), goos: goos, isSocket: func(p string) bool {
+		for _, s := range sockets {
+			if p == s {
+				return true
+			}
+		}
+		return false
+	}}
+}
+
 func TestResolveEndpoint(t *testing.T) {
 	home := t.TempDir()
 	cfg := filepath.Join(home, ".docker")
@@ -59,12 +72,12 @@ func TestResolveEndpoint(t *testing.T) {
 		{"DOCKER_CONTEXT wins over the current context", map[string]string{"HOME": home, "DOCKER_CONTEXT": "colima"}, "unix:///home/u/.colima/default/docker.sock", "DOCKER_CONTEXT"},
 		{"current context of ~/.docker/config.json", map[string]string{"HOME": home}, "tcp://10.1.2.3:2375", "currentContext"},
 		{"DOCKER_CONFIG replaces ~/.docker", map[string]string{"HOME": home, "DOCKER_CONFIG": other}, "tcp://10.9.9.9:2376", "currentContext"},
-		{"context default is the default socket", map[string]string{"HOME": home, "DOCKER_CONTEXT": "default"}, "", "default socket"},
-		{"no config file", map[string]string{"HOME": empty}, "", "default socket"},
-		{"no HOME", map[string]string{}, "", "default socket"},
+		{"context default is the default socket", map[string]string{"HOME": home, "DOCKER_CONTEXT": "default"}, "unix:///var/run/docker.sock", "default socket"},
+		{"no config file", map[string]string{"HOME": empty}, "unix:///var/run/docker.sock", "default socket"},
+		{"no HOME", map[string]string{}, "unix:///var/run/docker.sock", "default socket"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ep, err := resolveEndpoint(env(tc.env))
+			ep, err := resolveEndpoint(onHost("linux", tc.env, "/var/run/docker.sock"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,11 +95,11 @@ func TestUnknownContext(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"currentContext":"gone"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := resolveEndpoint(env(map[string]string{"HOME": home, "DOCKER_CONTEXT": "nope"}))
+	_, err := resolveEndpoint(onHost("linux", map[string]string{"HOME": home, "DOCKER_CONTEXT": "nope"}))
 	if err == nil || !strings.Contains(err.Error(), `docker context "nope" (from DOCKER_CONTEXT) does not exist`) || !strings.Contains(err.Error(), "unset DOCKER_CONTEXT") {
 		t.Errorf("DOCKER_CONTEXT=nope: got %v", err)
 	}
-	_, err = resolveEndpoint(env(map[string]string{"HOME": home}))
+	_, err = resolveEndpoint(onHost("linux", map[string]string{"HOME": home}))
 	if err == nil || !strings.Contains(err.Error(), `docker context "gone"`) || !strings.Contains(err.Error(), "docker context use default") {
 		t.Errorf("currentContext gone: got %v", err)
 	}
@@ -105,7 +118,7 @@ func TestBrokenConfig(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(`{"currentContext":`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := resolveEndpoint(env(map[string]string{"DOCKER_CONFIG": cfg})); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
+	if _, err := resolveEndpoint(onHost("linux", map[string]string{"DOCKER_CONFIG": cfg})); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Errorf("got %v", err)
 	}
 }
@@ -185,7 +198,21 @@ func fakeEngine(t *testing.T, api, version string) (string, *int) {
 	return sock, hits
 }
 
+// serveFakeEngine is fakeEngine on a socket at the given path.
+func serveFakeEngine(t *testing.T, sock, api, version string) *int {
+	t.Helper()
+	_, hits, _ := startFakeEngineAt(t, sock, api, version)
+	return hits
+}
+
 func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest.Server) {
+	t.Helper()
+	return startFakeEngineAt(t, "", api, version)
+}
+
+// startFakeEngineAt serves the fake engine on a unix socket at sock, or
+// in a temp dir when sock is "".
+func startFakeEngineAt(t *testing.T, sock, api, version string) (string, *int, *httptest.Server) {
 	t.Helper()
 	hits := new(int)
 	mux := http.NewServeMux()
@@ -203,7 +230,9 @@ func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest
 		http.NotFound(w, r)
 	})
 	srv := httptest.NewUnstartedServer(mux)
-	sock := filepath.Join(t.TempDir(), "docker.sock")
+	if sock == "" {
+		sock = filepath.Join(t.TempDir(), "docker.sock")
+	}
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
