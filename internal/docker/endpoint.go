@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -105,16 +106,17 @@ type candidate struct{ path, what string }
 // host's own dockerd comes first, where the docker CLI looks; on macOS the
 // desktop engines' sockets in the user's home come first, since
 // /var/run/docker.sock exists there only when Docker Desktop is told to
-// make it.
+// make it. They are Unix paths: path, not filepath, joins them, so that a
+// test may ask for any OS's from any other.
 func socketCandidates(h hostEnv) []candidate {
 	var home []candidate
 	if dir := h.home(); dir != "" {
 		home = []candidate{
-			{filepath.Join(dir, ".docker", "run", "docker.sock"), "Docker Desktop's socket"},
-			{filepath.Join(dir, ".colima", "default", "docker.sock"), "colima's socket"},
+			{path.Join(dir, ".docker", "run", "docker.sock"), "Docker Desktop's socket"},
+			{path.Join(dir, ".colima", "default", "docker.sock"), "colima's socket"},
 		}
 		if h.goos == "linux" {
-			home = append(home, candidate{filepath.Join(dir, ".docker", "desktop", "docker.sock"), "Docker Desktop's socket"})
+			home = append(home, candidate{path.Join(dir, ".docker", "desktop", "docker.sock"), "Docker Desktop's socket"})
 		}
 	}
 	system := []candidate{{"/var/run/docker.sock", "the default socket"}}
@@ -135,7 +137,7 @@ func defaultEndpoint(h hostEnv) (endpoint, error) {
 	tried := make([]string, len(cands))
 	for i, c := range cands {
 		if h.isSocket(c.path) {
-			return endpoint{Host: "unix://" + filepath.ToSlash(c.path), Source: c.what + " (no DOCKER_HOST, no docker context)"}, nil
+			return endpoint{Host: "unix://" + c.path, Source: c.what + " (no DOCKER_HOST, no docker context)"}, nil
 		}
 		tried[i] = c.path
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -105,7 +106,7 @@ func TestUnknownContext(t *testing.T) {
 	}
 	// New reports it before trying any engine.
 	t.Setenv("DOCKER_HOST", "")
-	t.Setenv("HOME", home)
+	setHome(t, home)
 	t.Setenv("DOCKER_CONFIG", "")
 	t.Setenv("DOCKER_CONTEXT", "nope")
 	if _, err := New(context.Background()); err == nil || !strings.Contains(err.Error(), "does not exist") {
@@ -126,20 +127,20 @@ func TestBrokenConfig(t *testing.T) {
 // TestContextIsUsed checks that New connects where the context points: a
 // fake engine (pure logic, no Docker) answering on a unix socket.
 func TestContextIsUsed(t *testing.T) {
-	sock, hits := fakeEngine(t, "1.45", "26.1.5")
+	host, hits := fakeEngine(t, "1.45", "26.1.5")
 	home := t.TempDir()
-	writeContext(t, filepath.Join(home, ".docker"), "fake", "unix://"+sock)
+	writeContext(t, filepath.Join(home, ".docker"), "fake", host)
 	t.Setenv("DOCKER_HOST", "")
 	t.Setenv("DOCKER_CONFIG", "")
 	t.Setenv("DOCKER_API_VERSION", "")
-	t.Setenv("HOME", home)
+	setHome(t, home)
 	t.Setenv("DOCKER_CONTEXT", "fake")
 	c, err := New(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if *hits == 0 || c.Host() != "unix://"+sock || !strings.Contains(c.Source(), `"fake"`) {
+	if *hits == 0 || c.Host() != host || !strings.Contains(c.Source(), `"fake"`) {
 		t.Errorf("hits %d, host %s, source %s", *hits, c.Host(), c.Source())
 	}
 	if v := c.api.ClientVersion(); v != "1.45" {
@@ -148,8 +149,8 @@ func TestContextIsUsed(t *testing.T) {
 }
 
 func TestEngineTooOld(t *testing.T) {
-	sock, _ := fakeEngine(t, "1.40", "19.03.15")
-	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	host, _ := fakeEngine(t, "1.40", "19.03.15")
+	t.Setenv("DOCKER_HOST", host)
 	t.Setenv("DOCKER_API_VERSION", "")
 	_, err := New(context.Background())
 	if err == nil {
@@ -164,8 +165,8 @@ func TestEngineTooOld(t *testing.T) {
 		t.Error("a too old engine must not read as no engine (tests would skip)")
 	}
 
-	sock, _ = fakeEngine(t, "1.41", "20.10.24")
-	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	host, _ = fakeEngine(t, "1.41", "20.10.24")
+	t.Setenv("DOCKER_HOST", host)
 	c, err := New(context.Background())
 	if err != nil {
 		t.Fatalf("API 1.41 refused: %v", err)
@@ -183,7 +184,7 @@ func TestSSHEngineSaysWhatToDo(t *testing.T) {
 	writeContext(t, filepath.Join(home, ".docker"), "far", "ssh://me@far.example")
 	t.Setenv("DOCKER_HOST", "")
 	t.Setenv("DOCKER_CONFIG", "")
-	t.Setenv("HOME", home)
+	setHome(t, home)
 	t.Setenv("DOCKER_CONTEXT", "far")
 	if _, err := New(context.Background()); err == nil || !strings.Contains(err.Error(), "ssh") || !strings.Contains(err.Error(), "DOCKER_HOST=unix://") {
 		t.Errorf("got %v", err)
@@ -191,28 +192,41 @@ func TestSSHEngineSaysWhatToDo(t *testing.T) {
 }
 
 // fakeEngine answers /_ping and /version like an engine of the given API
-// and product version, on a unix socket in a temp dir.
+// and product version, and returns its address: a unix socket in a temp
+// dir, or on Windows, where the Docker client has no unix transport, a TCP
+// port on the loopback.
 func fakeEngine(t *testing.T, api, version string) (string, *int) {
 	t.Helper()
-	sock, hits, _ := startFakeEngine(t, api, version)
-	return sock, hits
+	host, hits, _ := startFakeEngine(t, api, version)
+	return host, hits
 }
 
-// serveFakeEngine is fakeEngine on a socket at the given path.
+// serveFakeEngine is fakeEngine on a unix socket at the given path.
 func serveFakeEngine(t *testing.T, sock, api, version string) *int {
 	t.Helper()
-	_, hits, _ := startFakeEngineAt(t, sock, api, version)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, hits, _ := serveFake(t, l, api, version)
 	return hits
 }
 
 func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest.Server) {
 	t.Helper()
-	return startFakeEngineAt(t, "", api, version)
+	network, addr := "unix", filepath.Join(t.TempDir(), "docker.sock")
+	if runtime.GOOS == "windows" {
+		network, addr = "tcp", "127.0.0.1:0"
+	}
+	l, err := net.Listen(network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveFake(t, l, api, version)
 }
 
-// startFakeEngineAt serves the fake engine on a unix socket at sock, or
-// in a temp dir when sock is "".
-func startFakeEngineAt(t *testing.T, sock, api, version string) (string, *int, *httptest.Server) {
+// serveFake serves the fake engine on l and returns its address.
+func serveFake(t *testing.T, l net.Listener, api, version string) (string, *int, *httptest.Server) {
 	t.Helper()
 	hits := new(int)
 	mux := http.NewServeMux()
@@ -230,22 +244,26 @@ func startFakeEngineAt(t *testing.T, sock, api, version string) (string, *int, *
 		http.NotFound(w, r)
 	})
 	srv := httptest.NewUnstartedServer(mux)
-	if sock == "" {
-		sock = filepath.Join(t.TempDir(), "docker.sock")
-	}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return sock, hits, srv
+	host := "unix://" + l.Addr().String()
+	if l.Addr().Network() == "tcp" {
+		host = "tcp://" + l.Addr().String()
+	}
+	return host, hits, srv
+}
+
+// setHome makes dir the user's home for the docker CLI's files, as each
+// OS names it.
+func setHome(t *testing.T, dir string) {
+	t.Setenv("HOME", dir)
+	t.Setenv("USERPROFILE", dir)
 }
 
 func TestIsUnreachable(t *testing.T) {
-	sock, _, srv := startFakeEngine(t, "1.45", "26.1.5")
-	c, err := NewHost(context.Background(), "unix://"+sock)
+	host, _, srv := startFakeEngine(t, "1.45", "26.1.5")
+	c, err := NewHost(context.Background(), host)
 	if err != nil {
 		t.Fatal(err)
 	}
