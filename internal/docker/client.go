@@ -70,6 +70,10 @@ func connect(ctx context.Context, ep endpoint) (*Client, error) {
 		}
 		return nil, fmt.Errorf("%w at %s, named by %s (%v): start Docker, or point DOCKER_HOST (or DOCKER_CONTEXT) at a running engine", ErrUnavailable, api.DaemonHost(), ep.Source, err)
 	}
+	if ping.OSType == "windows" {
+		api.Close()
+		return nil, fmt.Errorf("the engine at %s, named by %s, runs Windows containers; kindtest's nodes are Linux containers: switch Docker Desktop to Linux containers, or point DOCKER_HOST (or DOCKER_CONTEXT) at a Linux engine", api.DaemonHost(), ep.Source)
+	}
 	// Ping negotiated the version; make sure later calls use it.
 	api.NegotiateAPIVersion(ctx)
 	c := &Client{api: api, source: ep.Source}

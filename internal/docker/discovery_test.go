@@ -139,3 +139,17 @@ func TestMountableSocket(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowsContainersEngineRefused: an engine in Windows-containers mode
+// cannot run a node; New says so, and how to switch, before anything is
+// created.
+func TestWindowsContainersEngineRefused(t *testing.T) {
+	host, _, _ := startFakeEngineOS(t, "1.45", "26.1.5", "windows")
+	_, err := NewHost(context.Background(), host)
+	if err == nil || !strings.Contains(err.Error(), "Windows containers") || !strings.Contains(err.Error(), "switch Docker Desktop to Linux containers") {
+		t.Fatalf("got %v, want a refusal saying how to switch", err)
+	}
+	if errors.Is(err, ErrUnavailable) {
+		t.Error("an engine in Windows-containers mode must not read as no engine (tests would skip)")
+	}
+}

@@ -208,11 +208,17 @@ func serveFakeEngine(t *testing.T, sock, api, version string) *int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, hits, _ := serveFake(t, l, api, version)
+	_, hits, _ := serveFake(t, l, api, version, "linux")
 	return hits
 }
 
 func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest.Server) {
+	t.Helper()
+	return startFakeEngineOS(t, api, version, "linux")
+}
+
+// startFakeEngineOS is startFakeEngine for an engine of the given OSType.
+func startFakeEngineOS(t *testing.T, api, version, osType string) (string, *int, *httptest.Server) {
 	t.Helper()
 	network, addr := "unix", filepath.Join(t.TempDir(), "docker.sock")
 	if runtime.GOOS == "windows" {
@@ -222,18 +228,18 @@ func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest
 	if err != nil {
 		t.Fatal(err)
 	}
-	return serveFake(t, l, api, version)
+	return serveFake(t, l, api, version, osType)
 }
 
 // serveFake serves the fake engine on l and returns its address.
-func serveFake(t *testing.T, l net.Listener, api, version string) (string, *int, *httptest.Server) {
+func serveFake(t *testing.T, l net.Listener, api, version, osType string) (string, *int, *httptest.Server) {
 	t.Helper()
 	hits := new(int)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
 		*hits++
 		w.Header().Set("API-Version", api)
-		w.Header().Set("OSType", "linux")
+		w.Header().Set("OSType", osType)
 		fmt.Fprint(w, "OK")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
