@@ -3,6 +3,10 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -151,5 +155,51 @@ func TestWindowsContainersEngineRefused(t *testing.T) {
 	}
 	if errors.Is(err, ErrUnavailable) {
 		t.Error("an engine in Windows-containers mode must not read as no engine (tests would skip)")
+	}
+}
+
+// TestMountableSocketAsksTheEngine: which socket a container mounts comes
+// from the engine's own account of itself (a fake engine: pure logic).
+func TestMountableSocketAsksTheEngine(t *testing.T) {
+	for _, engineOS := range []string{"Debian GNU/Linux 12 (bookworm)", "Docker Desktop"} {
+		t.Run(engineOS, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("API-Version", "1.45")
+				w.Header().Set("OSType", "linux")
+			})
+			mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/info") {
+					fmt.Fprintf(w, `{"OperatingSystem":%q,"OSType":"linux"}`, engineOS)
+					return
+				}
+				http.NotFound(w, r)
+			})
+			network, addr := "unix", filepath.Join(t.TempDir(), "docker.sock")
+			if runtime.GOOS == "windows" {
+				network, addr = "tcp", "127.0.0.1:0"
+			}
+			l, err := net.Listen(network, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(mux)
+			srv.Listener = l
+			srv.Start()
+			t.Cleanup(srv.Close)
+			host := network + "://" + l.Addr().String()
+			c, err := NewHost(context.Background(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			want := "/var/run/docker.sock"
+			if runtime.GOOS == "linux" && engineOS != "Docker Desktop" {
+				want = addr // a local Linux engine: the path dialled
+			}
+			if got := c.MountableSocket(context.Background()); got != want {
+				t.Errorf("engine %q at %s: mount %q, want %q", engineOS, host, got, want)
+			}
+		})
 	}
 }
