@@ -33,7 +33,11 @@ func (n *Node) ID() string { return n.id }
 // Role is RoleControlPlane or RoleWorker.
 func (n *Node) Role() string { return n.role }
 
-// IP is the node's address on the cluster's Docker network.
+// IP is the node's address on the cluster's Docker network. Other
+// containers on that network reach it, and so does the engine's host on
+// Linux; Docker Desktop and colima (macOS, Windows) do not route to it
+// from the host: reach a node from a test there with MappedAddr or
+// PortForward, which go through published ports and the engine's API.
 func (n *Node) IP() string { return n.ip }
 
 // MemoryUsage returns the memory the node's processes use, read from the

@@ -13,12 +13,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
+	"github.com/kindtest/kindtest/internal/interrupt"
 	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
@@ -87,7 +87,8 @@ func (p *process) initSession() {
 			p.session = strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		}
 		host, _ := os.Hostname()
-		p.owner = Owner{Host: host, PID: os.Getpid(), Start: processStart(os.Getpid())}
+		start, _ := lifetime.ProcessStart(os.Getpid())
+		p.owner = Owner{Host: host, PID: os.Getpid(), Start: start}
 	})
 }
 
@@ -107,8 +108,10 @@ func (p *process) unregister(c *Cluster) {
 // It ends the process's clusters on SIGINT or SIGTERM, then lets the
 // signal have its default effect. A library must coexist with the rest of
 // the process, so it never calls signal.Reset (which would remove every
-// other handler) and never exits the process itself: once the clusters are
-// gone it stops relaying the signal and raises it again. Under Ginkgo it
+// other handler) and, on Unix, never exits the process itself: once the
+// clusters are gone it stops relaying the signal and raises it again. (On
+// Windows a console event cannot be raised again: the process exits with
+// the code that event gives it; see internal/interrupt.) Under Ginkgo it
 // does nothing: Ginkgo's interrupt handling runs Start's cleanup, and a
 // second signal would cut that short.
 //
@@ -121,12 +124,12 @@ func (p *process) watchSignals() {
 	}
 	p.signalOnce.Do(func() {
 		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		signal.Notify(ch, interrupt.Signals()...)
 		go func() {
 			sig := <-ch
 			p.endAllLive(lifetime.Interrupted, time.Minute)
 			signal.Stop(ch)
-			_ = syscall.Kill(os.Getpid(), sig.(syscall.Signal))
+			interrupt.Raise(sig)
 		}()
 	})
 }
@@ -179,37 +182,6 @@ type Owner struct {
 // String formats the owner as host/pid.
 func (o Owner) String() string { return fmt.Sprintf("%s/%d", o.Host, o.PID) }
 
-// processStart returns an opaque token for when pid started (the start time
-// field of /proc/PID/stat), or "" where that is not known.
-func processStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name, field 2, may hold spaces; fields after it are plain.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	fields := strings.Fields(s[i+1:])
-	// Field 22 overall is starttime; after ')' the list starts at field 3.
-	if len(fields) < 20 {
-		return ""
-	}
-	return fields[19]
-}
-
 // ownerAlive reports whether the process o still runs on this host. An owner
 // on another host is assumed alive: only its own host can tell.
-func ownerAlive(o Owner) bool {
-	host, _ := os.Hostname()
-	if o.Host != host || o.PID <= 0 {
-		return true
-	}
-	start := processStart(o.PID)
-	if start == "" {
-		return false
-	}
-	return o.Start == "" || start == o.Start
-}
+func ownerAlive(o Owner) bool { return lifetime.OwnerAlive(o.Host, o.PID, o.Start) }

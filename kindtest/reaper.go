@@ -234,9 +234,9 @@ func newReaperSite(ctx context.Context, dc *docker.Client) (reaperSite, error) {
 	site := reaperSite{place: p, name: proc.reaperName, socket: defaultEngineSocket}
 	switch p.kind {
 	case placementLocal:
-		if s, ok := strings.CutPrefix(dc.Host(), "unix://"); ok {
-			site.socket = s
-		}
+		// Not always the path dialled: see MountableSocket (Docker
+		// Desktop, colima).
+		site.socket = dc.MountableSocket(ctx)
 	case placementContainer:
 		if p.socket != "" {
 			site.socket = p.socket

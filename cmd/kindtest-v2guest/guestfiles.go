@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // Files the tool adds to the guest's root file system. They are part of the

@@ -1,6 +1,9 @@
+//go:build linux
+
 // Command kindtest-v2guest runs kindtest's cgroup v2 suite
 // (kindtest/testdata/v2guest) inside a Debian bookworm guest booted under
-// qemu, for hosts that are not cgroup v2 themselves. Offline, from Debian
+// qemu, for Linux hosts that are not cgroup v2 themselves (the tool builds
+// for Linux only: it needs mmdebstrap and qemu's 9p share). Offline, from Debian
 // packages only:
 //
 //  1. builds the guest's root file system with mmdebstrap and a disk from

@@ -32,12 +32,13 @@ type Client struct {
 }
 
 // New connects to the engine the docker CLI would use (see resolveEndpoint:
-// DOCKER_HOST, then DOCKER_CONTEXT, then the CLI's current context),
+// DOCKER_HOST, then DOCKER_CONTEXT, then the CLI's current context, then
+// the usual engines' sockets or, on Windows, the engine's named pipe),
 // negotiates the API version and pings it. When the engine does not answer
 // the error wraps ErrUnavailable; an engine older than MinAPIVersion is
 // refused.
 func New(ctx context.Context) (*Client, error) {
-	ep, err := resolveEndpoint(os.Getenv)
+	ep, err := resolveEndpoint(thisHost())
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +70,10 @@ func connect(ctx context.Context, ep endpoint) (*Client, error) {
 		}
 		return nil, fmt.Errorf("%w at %s, named by %s (%v): start Docker, or point DOCKER_HOST (or DOCKER_CONTEXT) at a running engine", ErrUnavailable, api.DaemonHost(), ep.Source, err)
 	}
+	if ping.OSType == "windows" {
+		api.Close()
+		return nil, fmt.Errorf("the engine at %s, named by %s, runs Windows containers; kindtest's nodes are Linux containers: switch Docker Desktop to Linux containers, or point DOCKER_HOST (or DOCKER_CONTEXT) at a Linux engine", api.DaemonHost(), ep.Source)
+	}
 	// Ping negotiated the version; make sure later calls use it.
 	api.NegotiateAPIVersion(ctx)
 	c := &Client{api: api, source: ep.Source}
@@ -79,9 +84,9 @@ func connect(ctx context.Context, ep endpoint) (*Client, error) {
 	return c, nil
 }
 
-// clientOptions turns an endpoint into SDK options. The default endpoint
-// keeps the SDK's own reading of the environment (DOCKER_HOST,
-// DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_API_VERSION).
+// clientOptions turns an endpoint into SDK options. DOCKER_HOST keeps the
+// SDK's own reading of the environment (DOCKER_HOST, DOCKER_TLS_VERIFY,
+// DOCKER_CERT_PATH, DOCKER_API_VERSION).
 func clientOptions(ep endpoint) ([]client.Opt, error) {
 	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
 	if ep.Host == "" || ep.Source == "DOCKER_HOST" {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -333,8 +331,8 @@ func ownerAlive(owner string) bool {
 	if err != nil {
 		return false
 	}
-	err = syscall.Kill(n, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	_, running := lifetime.ProcessStart(n)
+	return running
 }
 
 // engineEntrypoint starts dockerd in the engine container. Where the

@@ -1,5 +1,7 @@
-// Package flock takes exclusive advisory locks on files (flock(2)). The
-// kernel drops such a lock when its process ends, however it ends, so a
+// Package flock takes exclusive locks on files: flock(2) on Unix,
+// LockFileEx on Windows. Both lock an open file (not a path), so a second
+// open in the same process contends like another process would, and the
+// kernel drops the lock when its process ends, however it ends, so a
 // crashed holder never blocks the next one. kindtest uses them for the
 // claim of a run on a reusable cluster and to serialise builds of the same
 // image.
@@ -11,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/poll"
@@ -25,7 +26,7 @@ func (l *Lock) Unlock() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	err := errors.Join(unlock(l.f), l.f.Close())
 	l.f = nil
 	return err
 }
@@ -37,16 +38,15 @@ func TryLock(path string) (l *Lock, held bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
-	case err == nil:
-		return &Lock{f: f}, true, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
+	held, err = tryLock(f)
+	if err != nil || !held {
 		f.Close()
+		if err != nil {
+			return nil, false, fmt.Errorf("lock %s: %w", path, err)
+		}
 		return nil, false, nil
-	default:
-		f.Close()
-		return nil, false, fmt.Errorf("lock %s: %w", path, err)
 	}
+	return &Lock{f: f}, true, nil
 }
 
 // Wait takes the lock on path, waiting while another holder has it until

@@ -1,9 +1,14 @@
 package flock
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +63,69 @@ func TestWaitWaitsThenTakes(t *testing.T) {
 	defer cancel()
 	if _, err := Wait(ctx, path, nil); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait on a held lock until the deadline: %v", err)
+	}
+}
+
+// TestMain lets the test binary act as another process that holds a lock:
+// with FLOCK_TEST_HOLD set it takes the lock on that path, says so on
+// stdout and waits until it is killed.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("FLOCK_TEST_HOLD"); path != "" {
+		if _, held, err := TryLock(path); err != nil || !held {
+			fmt.Printf("not held: %t %v\n", held, err)
+			os.Exit(1)
+		}
+		fmt.Println("held")
+		select {} // until killed, the lock's file still open
+	}
+	os.Exit(m.Run())
+}
+
+// TestLockIsDroppedWhenTheHolderDies: another process's lock excludes this
+// one, and its death (a kill, no cleanup) frees the lock for the next
+// holder. The path has spaces, as a macOS or Windows home directory may.
+func TestLockIsDroppedWhenTheHolderDies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "with space", "Application Support", "x.lock")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FLOCK_TEST_HOLD="+path)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if strings.TrimSpace(line) != "held" {
+		t.Fatalf("holder process: %q, %v", line, err)
+	}
+	if _, held, err := TryLock(path); err != nil || held {
+		t.Fatalf("TryLock while another process holds the lock: held %t, %v", held, err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := Wait(ctx, path, nil)
+	if err != nil {
+		t.Fatalf("lock after its holder was killed: %v", err)
+	}
+	l.Unlock()
+}
+
+func TestTryLockReportsWhatFailed(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	// A regular file where the lock's directory should be.
+	path := filepath.Join(file, "x.lock")
+	_, held, err := TryLock(path)
+	if err == nil || held || !strings.Contains(err.Error(), path) {
+		t.Fatalf("TryLock under a file: held %t, %v; want an error naming %s", held, err, path)
 	}
 }
