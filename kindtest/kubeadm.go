@@ -196,7 +196,11 @@ func nodeRegistration(n *Node, s *settings, singleNode bool) bootstrap.NodeRegis
 // kubeletConfig is node n's kubelet configuration: kindtest's, merged
 // with WithKubeletConfig's fields and WithFeatureGates' gates.
 func kubeletConfig(n *Node, s *settings) bootstrap.KubeletConfig {
-	return bootstrap.KubeletConfig{CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
+	version := KubernetesVersion
+	if n.cluster != nil && n.cluster.kubernetesVersion != "" {
+		version = n.cluster.kubernetesVersion
+	}
+	return bootstrap.KubeletConfig{Version: version, CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
 }
 
 // bootstrapArgs is args as bootstrap renders them.

@@ -137,6 +137,21 @@ func TestValidateKubeletConfig(t *testing.T) {
 	wantErr(t, optionErr(t, WithKubeletConfig("")), "kubelet config: empty")
 }
 
+// TestKubeletConfigImagePullPolicy: kindtest keeps loaded images usable
+// (NeverVerify), and WithKubeletConfig can still choose another policy.
+func TestKubeletConfigImagePullPolicy(t *testing.T) {
+	if out := kubeletConfig(&Node{}, &settings{}).YAML(); !strings.Contains(out, "imagePullCredentialsVerificationPolicy: NeverVerify\n") {
+		t.Errorf("default kubelet config lacks NeverVerify:\n%s", out)
+	}
+	cfg, err := newConfig([]Option{WithKubeletConfig("imagePullCredentialsVerificationPolicy: AlwaysVerify\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := kubeletConfig(&Node{}, &cfg.settings).YAML(); !strings.Contains(out, "imagePullCredentialsVerificationPolicy: AlwaysVerify\n") {
+		t.Errorf("WithKubeletConfig's policy does not stand:\n%s", out)
+	}
+}
+
 func TestValidateNodeLabelsAndTaints(t *testing.T) {
 	if e := optionErr(t, WithWorkers(1),
 		WithNodeLabels(0, map[string]string{"tier": "cp", "example.com/team": "a", "node.kubernetes.io/pool": "x", "topology.kubernetes.io/zone": "z", "empty": ""}),
