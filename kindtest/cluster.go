@@ -31,14 +31,11 @@ type Cluster struct {
 	nodes          []*Node
 	kubeconfig     []byte // with the API server's host address
 	kubeconfigPath string
-	// testDeadline is when Start stops creation for the test binary's
-	// -timeout; zero when there is none.
-	testDeadline time.Time
-	apiServer    string // https://127.0.0.1:PORT
-	workDir      string // holds the kubeconfig file
-	ownsWorkDir  bool   // Delete removes workDir
-	timings      []PhaseTiming
-	timingsMu    sync.Mutex // phases may run side by side
+	apiServer      string // https://127.0.0.1:PORT
+	workDir        string // holds the kubeconfig file
+	ownsWorkDir    bool   // Delete removes workDir
+	timings        []PhaseTiming
+	timingsMu      sync.Mutex // phases may run side by side
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	token             string // kubeadm bootstrap token for joining workers
@@ -92,8 +89,12 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 		return nil, err
 	}
 	if err := c.setup(ctx); err != nil {
+		// A context that ended is no sign of the engine's health: a
+		// deadline is named as one (see wrapCtx), unless the engine does
+		// not answer now either.
+		hung := errors.Is(err, context.DeadlineExceeded) && !c.docker.Answers()
 		endErr := c.end(lifetime.Failed)
-		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+		if hung || docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
 			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
 		}
 		return nil, errors.Join(err, endErr)

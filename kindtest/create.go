@@ -43,22 +43,38 @@ func (c *Cluster) settled(ctx context.Context) (context.Context, context.CancelF
 	return detached(ctx, c.cfg.createTimeout)
 }
 
-// wrapCtx makes a failure caused by a deadline or a cancelled context say
-// so plainly, naming the deadline that ended it.
+// The causes (context.Cause) of a creation's context that kindtest ends
+// itself: the create timeout (see create) and, under Start, the test
+// binary's deadline less cleanupMargin.
+var (
+	errCreateTimeout = errors.New("the create timeout passed")
+	errTestDeadline  = errors.New("the test binary's deadline came")
+)
+
+// wrapCtx makes a failure caused by a context that ended say so plainly:
+// whose deadline or cancel it was, during which phase, and what to
+// change. ctx is the creation's context (see create).
 func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The context's deadline is the earlier of the two: when it is
-		// not before the test's, the test's was the binding one.
-		d, _ := ctx.Deadline()
-		if !c.testDeadline.IsZero() && !d.Before(c.testDeadline) {
-			return fmt.Errorf("cluster %s: not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", c.name, cleanupMargin, err)
-		}
-		return fmt.Errorf("cluster %s: not ready within %v (WithCreateTimeout raises the limit): %w", c.name, c.cfg.createTimeout, err)
-	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("cluster %s: creation cancelled: %w", c.name, err)
+	if ctx.Err() == nil {
+		return err
 	}
-	return err
+	during := "creation"
+	var pe *phaseError
+	if errors.As(err, &pe) {
+		during = "the " + string(pe.phase) + " phase"
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCreateTimeout):
+		return fmt.Errorf("cluster %s: the create timeout (%v) passed during %s: raise it with WithCreateTimeout: %w", c.name, c.cfg.createTimeout, during, err)
+	case errors.Is(cause, errTestDeadline):
+		return fmt.Errorf("cluster %s: the test binary's deadline (go test -timeout, less %v kept for cleanup) came during %s: raise -timeout: %w", c.name, cleanupMargin, during, err)
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("cluster %s: the caller's context deadline passed during %s, before the create timeout (%v): give it a later deadline: %w", c.name, during, c.cfg.createTimeout, err)
+	case errors.Is(cause, context.Canceled):
+		return fmt.Errorf("cluster %s: creation cancelled by the caller during %s: %w", c.name, during, err)
+	default:
+		return fmt.Errorf("cluster %s: creation stopped during %s (%v): %w", c.name, during, cause, err)
+	}
 }
 
 // createNode creates the node's volume and container and starts it: its

@@ -1,6 +1,7 @@
 package kindtest_test
 
 import (
+	"context"
 	"crypto/rand"
 	"fmt"
 	"testing"
@@ -62,7 +63,7 @@ func TestLoadedImageAfterRegistryPull(t *testing.T) {
 	if err := dc.TagImage(ctx, echo, loaded); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dc.RemoveImage(t.Context(), loaded) })
+	t.Cleanup(func() { _ = dc.RemoveImage(context.Background(), loaded) })
 	c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithRegistry())
 	if err := c.LoadImage(ctx, loaded); err != nil {
 		t.Fatal(err)
@@ -71,7 +72,7 @@ func TestLoadedImageAfterRegistryPull(t *testing.T) {
 	if err := dc.TagImage(ctx, echo, pushed); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dc.RemoveImage(t.Context(), pushed) })
+	t.Cleanup(func() { _ = dc.RemoveImage(context.Background(), pushed) })
 	if err := dc.PushImage(ctx, pushed, nil); err != nil {
 		t.Fatalf("push to the cluster's registry: %v", err)
 	}

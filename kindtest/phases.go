@@ -78,7 +78,7 @@ func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) e
 	d := time.Since(start)
 	if err != nil {
 		c.log.Printf("kindtest: %s: %s failed after %v", c.name, p, d.Round(time.Millisecond))
-		return err
+		return &phaseError{phase: p, err: err}
 	}
 	c.timingsMu.Lock()
 	c.timings = append(c.timings, PhaseTiming{Phase: p, Duration: d})
@@ -86,6 +86,16 @@ func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) e
 	c.log.Printf("kindtest: %s: %s done in %v", c.name, p, d.Round(time.Millisecond))
 	return nil
 }
+
+// phaseError is the error of a phase of creation: the cause's own, with
+// the phase for wrapCtx to name.
+type phaseError struct {
+	phase Phase
+	err   error
+}
+
+func (e *phaseError) Error() string { return e.err.Error() }
+func (e *phaseError) Unwrap() error { return e.err }
 
 // create runs the whole lifecycle, phase by phase. Delete undoes any part
 // of it.
@@ -95,7 +105,7 @@ func (c *Cluster) phase(ctx context.Context, p Phase, fn func(context.Context) e
 // the process's reaper, so that from its first resource on a killed
 // process leaves nothing behind.
 func (c *Cluster) create(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.createTimeout, errCreateTimeout)
 	defer cancel()
 	c.newNodes()
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, len(c.nodes), c.cfg.image)
@@ -104,7 +114,7 @@ func (c *Cluster) create(ctx context.Context) error {
 	_ = c.phase(ctx, PhaseSweep, c.sweep)
 	_ = c.phase(ctx, PhaseReaper, c.registerWithReaper)
 	if err := ctx.Err(); err != nil {
-		return c.wrapCtx(ctx, err)
+		return c.wrapCtx(ctx, &phaseError{phase: PhaseReaper, err: err})
 	}
 	if err := c.phase(ctx, PhaseNetwork, c.createNetwork); err != nil {
 		return c.wrapCtx(ctx, fmt.Errorf("cluster %s: create network: %w", c.name, err))

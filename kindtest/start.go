@@ -37,11 +37,9 @@ func Start(t TB, opts ...Option) *Cluster {
 	}
 	opts = append([]Option{WithLogger(LoggerFunc(t.Logf))}, opts...)
 	ctx := context.Background()
-	var testDeadline time.Time
 	if d, ok := deadline(t); ok {
 		var cancel context.CancelFunc
-		testDeadline = d.Add(-cleanupMargin)
-		ctx, cancel = context.WithDeadline(ctx, testDeadline)
+		ctx, cancel = context.WithDeadlineCause(ctx, d.Add(-cleanupMargin), errTestDeadline)
 		defer cancel()
 		watchDeadline(d)
 	}
@@ -52,7 +50,6 @@ func Start(t TB, opts ...Option) *Cluster {
 		}
 		t.Fatalf("%v", err)
 	}
-	c.testDeadline = testDeadline
 	t.Cleanup(func() { c.finish(t) })
 	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {

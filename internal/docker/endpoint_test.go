@@ -213,24 +213,3 @@ func startFakeEngine(t *testing.T, api, version string) (string, *int, *httptest
 	t.Cleanup(srv.Close)
 	return sock, hits, srv
 }
-
-func TestIsUnreachable(t *testing.T) {
-	sock, _, srv := startFakeEngine(t, "1.45", "26.1.5")
-	c, err := NewHost(context.Background(), "unix://"+sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.InspectContainer(context.Background(), "x") // the fake answers 404
-	if !IsNotFound(err) || IsUnreachable(err) {
-		t.Errorf("a refused request reads as unreachable: %v", err)
-	}
-	srv.Close() // the engine goes away
-	_, err = c.InspectContainer(context.Background(), "x")
-	if !IsUnreachable(err) {
-		t.Errorf("an engine that went away: %v (%T) not unreachable", err, err)
-	}
-	if IsUnreachable(nil) || IsUnreachable(errors.New("conflict")) {
-		t.Error("unrelated errors read as unreachable")
-	}
-}
