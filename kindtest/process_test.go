@@ -98,3 +98,21 @@ func TestTestTimeout(t *testing.T) {
 		t.Errorf("cluster %s: %d resources left after the -timeout panic", m[1], n)
 	}
 }
+
+// TestShortTestTimeout: under a go test -timeout shorter than the cleanup
+// margin, Start fails at once saying so, with the numbers and what to do.
+// Nothing of an engine is needed to tell.
+func TestShortTestTimeout(t *testing.T) {
+	out, err := goTest(t, nil, "-timeout", "25s", "./kindtest/testdata/shorttimeout")
+	if err == nil || strings.Contains(out, "SHORTTIMEOUT:") {
+		t.Fatalf("Start did not fail under -timeout 25s: %v", err)
+	}
+	for _, w := range []string{"go test -timeout 25s", "keeps the last 30s before it", "raise -timeout"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("the child's output lacks %q", w)
+		}
+	}
+	if strings.Contains(out, "test timed out") {
+		t.Error("the child ran into its -timeout instead of failing at once")
+	}
+}

@@ -3,6 +3,8 @@ package kindtest
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/lifetime"
@@ -38,6 +40,9 @@ func Start(t TB, opts ...Option) *Cluster {
 	opts = append([]Option{WithLogger(LoggerFunc(t.Logf))}, opts...)
 	ctx := context.Background()
 	if d, ok := deadline(t); ok {
+		if _, err := creationTime(time.Until(d), testTimeout()); err != nil {
+			t.Fatalf("%v", err)
+		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadlineCause(ctx, d.Add(-cleanupMargin), errTestDeadline)
 		defer cancel()
@@ -103,6 +108,34 @@ func (c *Cluster) finish(t TB) {
 		t.Logf("kindtest: %s: delete: %v", c.name, err)
 		t.Fatalf("kindtest: cluster %s was not fully removed: %v", c.name, err)
 	}
+}
+
+// creationTime is how long Start may spend creating a cluster when the
+// test binary's deadline is left away: all of it but cleanupMargin. When
+// nothing is left it is an error that gives the numbers and what to do;
+// timeout is go test's -timeout, 0 where unknown.
+func creationTime(left, timeout time.Duration) (time.Duration, error) {
+	budget := left - cleanupMargin
+	if budget > 0 {
+		return budget, nil
+	}
+	given := ""
+	if timeout > 0 {
+		given = fmt.Sprintf("go test -timeout %v: ", timeout)
+	}
+	return 0, fmt.Errorf("kindtest: %sthe test binary's deadline is %v away, and kindtest keeps the last %v before it for exporting logs and removing clusters: no time is left to create one; raise -timeout to %v plus the time the test needs, creating its cluster included (go test's default is -timeout 10m)",
+		given, left.Round(100*time.Millisecond), cleanupMargin, cleanupMargin)
+}
+
+// testTimeout is go test's -timeout of this test binary, 0 where there is
+// none or it cannot be told.
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(f.Value.String())
+	return d
 }
 
 // isGinkgo reports whether t is Ginkgo's GinkgoT().

@@ -207,3 +207,21 @@ func TestKnownCausesNameInotify(t *testing.T) {
 		t.Errorf("hint for an unrelated failure: %q", h)
 	}
 }
+
+func TestCreationTime(t *testing.T) {
+	if got, err := creationTime(90*time.Second, 90*time.Second); err != nil || got != 60*time.Second {
+		t.Errorf("90 s left: %v, %v; want 1m0s for creation", got, err)
+	}
+	_, err := creationTime(24900*time.Millisecond, 25*time.Second)
+	if err == nil {
+		t.Fatal("25 s -timeout: no error")
+	}
+	for _, w := range []string{"go test -timeout 25s", "24.9s away", "keeps the last 30s", "raise -timeout to 30s plus"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if _, err := creationTime(30*time.Second, 0); err == nil || strings.Contains(err.Error(), "go test -timeout") {
+		t.Errorf("exactly the margin left, -timeout unknown: %v; want an error that names no -timeout", err)
+	}
+}
