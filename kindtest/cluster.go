@@ -59,9 +59,10 @@ type Cluster struct {
 	reuseLock *flock.Lock // held while this run uses a reusable cluster
 	watchdog  *watchdog   // the reaper this cluster is registered with
 
-	deleteOnce sync.Once
-	deleteErr  error
-	closeOnce  sync.Once
+	deleteOnce  sync.Once
+	deleteErr   error
+	failureLogs failureLogs
+	closeOnce   sync.Once
 	// closed is set once the handle is closed (deleted, kept, released):
 	// what needs a live cluster refuses to start then.
 	closed atomic.Bool

@@ -75,8 +75,14 @@ func (c *Cluster) finish(t TB) {
 		outcome = lifetime.Failed
 	}
 	if outcome == lifetime.Failed {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if dir, err := c.ExportLogs(ctx, c.cfg.artifactsDir); err != nil {
+		end := time.Now().Add(2 * time.Minute)
+		if d, ok := deadline(t); ok && d.Add(-cleanupMargin/2).Before(end) {
+			// Near the test binary's deadline: removal keeps its share
+			// of the cleanup margin.
+			end = d.Add(-cleanupMargin / 2)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
+		if dir, err := c.exportFailureLogs(ctx); err != nil {
 			t.Logf("kindtest: %s: exporting logs: %v", c.name, err)
 		} else {
 			t.Logf("kindtest: %s: logs exported to %s", c.name, dir)
