@@ -13,6 +13,7 @@ import (
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
+	"github.com/kindtest/kindtest/internal/reaper"
 )
 
 // ErrDockerUnavailable is returned (wrapped) when no Docker engine answers.
@@ -56,8 +57,8 @@ type Cluster struct {
 	ready bool
 	// marked is set once the cluster's marker volume says it is kept.
 	marked    bool
-	reuseLock *flock.Lock // held while this run uses a reusable cluster
-	watchdog  *watchdog   // the reaper this cluster is registered with
+	reuseLock *flock.Lock    // held while this run uses a reusable cluster
+	watchdog  *reaper.Client // the reaper session this cluster is registered with
 
 	deleteOnce  sync.Once
 	deleteErr   error

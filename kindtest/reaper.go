@@ -12,7 +12,6 @@ import (
 
 	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 	"github.com/kindtest/kindtest/internal/reaper"
 )
@@ -40,32 +39,35 @@ const (
 	reaperReplyTimeout = 10 * time.Second
 )
 
-// The process's connection to the reaper, made by the first cluster that
-// needs it. theReaper also keeps the connection referenced for the life
-// of the process: were it finalized and closed, the reaper would remove
-// live clusters.
+// reaperHeartbeat is how often the process checks its reaper connection,
+// and reaperRedial the longest wait between two attempts at reaching a
+// reaper again once it is lost.
+const (
+	reaperHeartbeat = 5 * time.Second
+	reaperRedial    = 10 * time.Second
+)
+
+// The process's session with the engine's reapers, made by the first
+// cluster that needs it. theReaper also keeps its connections referenced
+// for the life of the process: were one finalized and closed, the reaper
+// would remove live clusters.
 var (
 	reaperOnce  sync.Once
 	reaperReady = make(chan struct{})
-	theReaper   *watchdog
+	theReaper   *reaper.Client
 	reaperErr   error
 )
 
-// watchdog is the process's connection to the reaper.
-type watchdog struct {
-	mu     sync.Mutex
-	conn   net.Conn
-	r      *bufio.Reader
-	broken error
-}
-
-// processReaper returns this process's connection to the engine's reaper,
-// made the first time: to the running reaper, or to one it starts. That
+// processReaper returns this process's session with the engine's reaper,
+// made the first time: with the running reaper, or one it starts. That
 // runs on its own bounded context, so a caller that gives up waiting
 // leaves nothing half-made: a reaper container this process created and
-// could not connect to is removed. It never logs; callers report the
-// error with their own logger.
-func processReaper(ctx context.Context) (*watchdog, error) {
+// could not connect to is removed. Should the reaper be lost later (killed,
+// or no longer answering), the session reaches or starts one again and
+// registers every live cluster there, saying so once in their logs (see
+// reaper.Client). It never logs otherwise; callers report the error with
+// their own logger.
+func processReaper(ctx context.Context) (*reaper.Client, error) {
 	reaperOnce.Do(func() {
 		go func() {
 			defer close(reaperReady)
@@ -80,29 +82,43 @@ func processReaper(ctx context.Context) (*watchdog, error) {
 	}
 }
 
-func connectToReaper() (*watchdog, error) {
+func connectToReaper() (*reaper.Client, error) {
 	if v := getenv(envReaper); v == "off" {
 		return nil, errors.New("KINDTEST_REAPER=off")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reaperStartTimeout)
 	defer cancel()
+	return reaper.NewClient(ctx, dialReaper, Session(), reaper.ClientConfig{
+		ReplyTimeout: reaperReplyTimeout,
+		Heartbeat:    reaperHeartbeat,
+		Redial:       reaperRedial,
+		Logf:         logLive,
+	})
+}
+
+// dialReaper reaches the engine's reaper, running, started or created, and
+// reads its greeting, within ctx and at most reaperStartTimeout.
+func dialReaper(ctx context.Context) (net.Conn, *bufio.Reader, error) {
+	ctx, cancel := context.WithTimeout(ctx, reaperStartTimeout)
+	defer cancel()
 	dc, err := docker.New(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer dc.Close()
 	site, err := newReaperSite(ctx, dc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := dc.InspectImage(ctx, ReaperImage); err != nil {
-		return nil, fmt.Errorf("image %s: %w", ReaperImage, err)
+		return nil, nil, fmt.Errorf("image %s: %w", ReaperImage, err)
 	}
 	// Another process may be starting the reaper, or it may be exiting
 	// after its idle time: try again until one answers.
+	var conn *reaperConn
 	var last error
 	err = poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
-		w, err := attemptReaper(ctx, dc, site)
+		rc, err := attemptReaper(ctx, dc, site)
 		if err != nil {
 			var stale *staleReaperError
 			if errors.As(err, &stale) {
@@ -111,26 +127,38 @@ func connectToReaper() (*watchdog, error) {
 			last = err
 			return false, nil
 		}
-		if err := w.request("hello", Session()); err != nil {
-			w.conn.Close()
-			last = err
-			return false, nil
-		}
-		theReaper = w
+		conn = rc
 		return true, nil
 	})
 	if err != nil {
 		if last != nil {
 			err = fmt.Errorf("%w (last attempt: %v)", err, last)
 		}
-		return nil, fmt.Errorf("reaper %s: %w", site.name, err)
+		return nil, nil, fmt.Errorf("reaper %s: %w", site.name, err)
 	}
-	return theReaper, nil
+	return conn.conn, conn.r, nil
+}
+
+// reaperConn is a connection to a reaper container whose greeting was
+// read, and the reader holding what followed it.
+type reaperConn struct {
+	conn net.Conn
+	r    *bufio.Reader
+}
+
+// logLive writes a line of the process's reaper session to the log of
+// every live cluster: the clusters it is about.
+func logLive(format string, args ...any) {
+	liveMu.Lock()
+	defer liveMu.Unlock()
+	for c := range live {
+		c.log.Printf("kindtest: "+format, args...)
+	}
 }
 
 // attemptReaper makes one attempt at connecting to the reaper container,
 // creating or starting it as needed.
-func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
+func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*reaperConn, error) {
 	info, err := dc.InspectContainer(ctx, site.name)
 	switch {
 	case docker.IsNotFound(err):
@@ -153,7 +181,7 @@ func attemptReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*wa
 
 // createReaper creates and starts the reaper container. A reaper this
 // process created but cannot connect to is removed.
-func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*watchdog, error) {
+func createReaper(ctx context.Context, dc *docker.Client, site reaperSite) (*reaperConn, error) {
 	o := self()
 	id, err := dc.CreateContainer(ctx, docker.ContainerSpec{
 		Name:  site.name,
@@ -202,7 +230,7 @@ func (e *staleReaperError) Error() string {
 }
 
 // connectReaper connects to the running reaper container id.
-func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id string) (*watchdog, error) {
+func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id string) (*reaperConn, error) {
 	addr, err := site.place.reaperAddress(ctx, dc, id)
 	if err != nil {
 		return nil, err
@@ -211,7 +239,7 @@ func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id s
 	// reaper's greeting proves the connection reached it.
 	ctx, cancel := context.WithTimeout(ctx, reaperHandshake)
 	defer cancel()
-	var w *watchdog
+	var w *reaperConn
 	var last error
 	err = poll.Until(ctx, 10*time.Millisecond, 200*time.Millisecond, func() (bool, error) {
 		gone := func() bool {
@@ -243,7 +271,7 @@ func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id s
 			return false, nil
 		}
 		_ = conn.SetReadDeadline(time.Time{})
-		w = &watchdog{conn: conn, r: r}
+		w = &reaperConn{conn: conn, r: r}
 		return true, nil
 	})
 	if err != nil {
@@ -255,44 +283,6 @@ func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id s
 	return w, nil
 }
 
-// register tells the reaper that this process owns the cluster, before
-// any of it exists.
-func (w *watchdog) register(name string) error { return w.request("register", name) }
-
-// forget tells the reaper that the cluster is no longer its business:
-// removed, or kept on purpose.
-func (w *watchdog) forget(name string) error { return w.request("forget", name) }
-
-func (w *watchdog) request(verb, name string) error {
-	if verb != "hello" {
-		if err := lifetime.CheckClusterName(name); err != nil {
-			return err
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.broken != nil {
-		return w.broken
-	}
-	// The connection is never closed, even when broken: closing it would
-	// make a reaper that is only slow remove the process's live clusters.
-	_ = w.conn.SetDeadline(time.Now().Add(reaperReplyTimeout))
-	defer w.conn.SetDeadline(time.Time{})
-	if _, err := fmt.Fprintf(w.conn, "%s %s\n", verb, name); err != nil {
-		w.broken = fmt.Errorf("reaper connection: %w", err)
-		return w.broken
-	}
-	line, err := w.r.ReadString('\n')
-	if err != nil {
-		w.broken = fmt.Errorf("reaper connection: %w", err)
-		return w.broken
-	}
-	if line = strings.TrimSpace(line); line != "ok" {
-		return fmt.Errorf("reaper refused %s %s: %s", verb, name, line)
-	}
-	return nil
-}
-
 // watch registers the cluster with the process's reaper before anything
 // of it is created. Without a reaper the cluster is still removed at the
 // end of its test, on SIGINT or SIGTERM, and at the test binary's
@@ -301,16 +291,17 @@ func (w *watchdog) request(verb, name string) error {
 func (c *Cluster) watch(ctx context.Context) {
 	w, err := processReaper(ctx)
 	if err == nil {
-		err = w.register(c.name)
+		// Held by the session from now on, even when this reaper did
+		// not hear of it: the next one will.
+		c.mu.Lock()
+		c.watchdog = w
+		c.mu.Unlock()
+		err = w.Register(c.name)
 	}
 	if err != nil {
 		c.log.Printf("kindtest: %s: no reaper watches this cluster (%v): should this process be killed, the next Start or `kindtest prune` removes it", c.name, err)
 		watchSignals()
-		return
 	}
-	c.mu.Lock()
-	c.watchdog = w
-	c.mu.Unlock()
 }
 
 // unwatch tells the reaper the cluster is no longer its business.
@@ -320,6 +311,6 @@ func (c *Cluster) unwatch() {
 	c.watchdog = nil
 	c.mu.Unlock()
 	if w != nil {
-		_ = w.forget(c.name)
+		_ = w.Forget(c.name)
 	}
 }
