@@ -81,11 +81,25 @@ func NewClient(ctx context.Context, dial Dial, session string, cfg ClientConfig)
 		cfg.Logf = func(string, ...any) {}
 	}
 	c := &Client{dial: dial, session: session, cfg: cfg, owned: map[string]bool{}, closed: make(chan struct{})}
-	cc, err := c.connect(ctx, nil)
-	if err != nil {
-		return nil, err
+	// A reaper that greets and then fails the hello is exiting: the next
+	// dial reaches its successor. A failed dial is final (it retries on
+	// its own).
+	for {
+		cc, err := c.connect(ctx, nil)
+		if err == nil {
+			c.cur = cc
+			break
+		}
+		var de *dialError
+		if errors.As(err, &de) || ctx.Err() != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	c.cur = cc
 	go c.heartbeat()
 	return c, nil
 }
@@ -196,7 +210,7 @@ func (c *Client) read(cc *clientConn, r *bufio.Reader) {
 func (c *Client) connect(ctx context.Context, names []string) (*clientConn, error) {
 	conn, r, err := c.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &dialError{err}
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	cc := &clientConn{conn: conn, replies: make(chan string, 1), lost: make(chan struct{})}
@@ -215,6 +229,12 @@ func (c *Client) connect(ctx context.Context, names []string) (*clientConn, erro
 	}
 	return cc, nil
 }
+
+// dialError is a failed Dial, as connect returns it.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
 
 func prefixed(prefix string, names []string) []string {
 	out := make([]string, len(names))
