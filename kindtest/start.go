@@ -55,11 +55,13 @@ func Start(t TB, opts ...Option) *Cluster {
 		}
 		t.Fatalf("%v", err)
 	}
-	t.Cleanup(func() { c.finish(t) })
+	// The temporary directory first: cleanups run last-in first-out, so
+	// it goes only after finish (and a deadline's export) wrote into it.
 	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {
 		c.cfg.artifactsDir = c.workDir
 	}
+	t.Cleanup(func() { c.finish(t) })
 	if err := c.setup(ctx); err != nil {
 		t.Fatalf("%v", err)
 	}
