@@ -381,6 +381,11 @@ func TestReaperKilledWhileTestRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("registered with a new reaper %v after the old one was killed", time.Since(killed).Round(100*time.Millisecond))
+	for _, l := range strings.Split(c.output(), "\n") {
+		if strings.Contains(l, "reaper connection was lost") {
+			t.Logf("child said: %s", l)
+		}
+	}
 	if n := strings.Count(c.output(), "reaper connection was lost"); n != 1 {
 		t.Errorf("the loss is logged %d times, want once:\n%s", n, c.output())
 	}
