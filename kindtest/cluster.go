@@ -77,6 +77,8 @@ type life struct {
 
 	endOnce sync.Once // the cluster is released, kept or removed once
 	endErr  error
+	// failureLogs is the one export of its logs after a failure.
+	failureLogs failureLogs
 	// closeOnce closes the handle once (see Close).
 	closeOnce sync.Once
 	// closed is set once the handle is closed (deleted, kept, released):

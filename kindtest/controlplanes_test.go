@@ -80,7 +80,7 @@ func TestUnitControlPlanesKubeadmConfig(t *testing.T) {
 		t.Errorf("three control planes: leader election must stay on:\n%s", ha)
 	}
 	cp2 := &Node{name: "c-control-plane2", ip: "172.18.0.4", role: RoleControlPlane, index: 2}
-	join := kubeadmJoinConfig(cp2, token, time.Minute, &settings{})
+	join := kubeadmJoinConfig(cp2, KubernetesVersion, token, time.Minute, &settings{})
 	if strings.Contains(join, "kubelet-wait-bootstrap") {
 		t.Errorf("a joining control plane must wait for its kubelet (its static pods need it):\n%s", join)
 	}
@@ -93,13 +93,13 @@ func TestUnitControlPlanesKubeadmConfig(t *testing.T) {
 		t.Errorf("a control plane with workers keeps kubeadm's taint:\n%s", join)
 	}
 	w := &Node{name: "c-worker", ip: "172.18.0.3", role: RoleWorker, index: 1}
-	if wj := kubeadmJoinConfig(w, token, time.Minute, &settings{}); strings.Contains(wj, "controlPlane:") || !strings.Contains(wj, "- kubelet-wait-bootstrap\n") {
+	if wj := kubeadmJoinConfig(w, KubernetesVersion, token, time.Minute, &settings{}); strings.Contains(wj, "controlPlane:") || !strings.Contains(wj, "- kubelet-wait-bootstrap\n") {
 		t.Errorf("worker join config:\n%s", wj)
 	}
 	// Without workers every control plane runs workloads.
 	cfg, _ := newConfig([]Option{WithControlPlanes(3)})
 	cp2.cluster = &Cluster{cfg: cfg}
-	if j := kubeadmJoinConfig(cp2, token, time.Minute, &settings{}); !strings.Contains(j, "taints: []") {
+	if j := kubeadmJoinConfig(cp2, KubernetesVersion, token, time.Minute, &settings{}); !strings.Contains(j, "taints: []") {
 		t.Errorf("control plane of a cluster without workers must be untainted:\n%s", j)
 	}
 }

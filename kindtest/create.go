@@ -33,8 +33,12 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 	}
 	if err := c.setup(ctx, cr); err != nil {
 		err = fmt.Errorf("kindtest: cluster %s: %w", c.name, err)
+		// A context that ended is no sign of the engine's health: a
+		// deadline is named as one (see wrapCtx), unless the engine does
+		// not answer now either.
+		hung := errors.Is(err, context.DeadlineExceeded) && !c.docker.Answers()
 		endErr := c.end(context.Background(), lifetime.Failed)
-		if docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+		if hung || docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
 			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
 		}
 		return nil, errors.Join(err, endErr)
@@ -155,7 +159,7 @@ func (c *Cluster) phase(ctx context.Context, cr *creation, p Phase, fn func(cont
 	d := time.Since(start)
 	if err != nil {
 		c.log.Printf("kindtest: %s: %s failed after %v", c.name, p, d.Round(time.Millisecond))
-		return err
+		return &phaseError{phase: p, err: err}
 	}
 	cr.timingsMu.Lock()
 	cr.timings = append(cr.timings, PhaseTiming{Phase: p, Duration: d})
@@ -163,6 +167,16 @@ func (c *Cluster) phase(ctx context.Context, cr *creation, p Phase, fn func(cont
 	c.log.Printf("kindtest: %s: %s done in %v", c.name, p, d.Round(time.Millisecond))
 	return nil
 }
+
+// phaseError is the error of a phase of creation: the cause's own, with
+// the phase for wrapCtx to name.
+type phaseError struct {
+	phase Phase
+	err   error
+}
+
+func (e *phaseError) Error() string { return e.err.Error() }
+func (e *phaseError) Unwrap() error { return e.err }
 
 // create runs the whole lifecycle, phase by phase. Delete undoes any part
 // of it.
@@ -172,7 +186,7 @@ func (c *Cluster) phase(ctx context.Context, cr *creation, p Phase, fn func(cont
 // the process's reaper, so that from its first resource on a killed
 // process leaves nothing behind.
 func (c *Cluster) create(ctx context.Context, cr *creation) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.createTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.createTimeout, errCreateTimeout)
 	defer cancel()
 	c.newNodes()
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, len(c.nodes), c.cfg.image)
@@ -181,23 +195,23 @@ func (c *Cluster) create(ctx context.Context, cr *creation) error {
 	_ = c.phase(ctx, cr, PhaseSweep, c.sweep)
 	_ = c.phase(ctx, cr, PhaseReaper, c.registerWithReaper)
 	if err := ctx.Err(); err != nil {
-		return c.wrapCtx(ctx, cr, err)
+		return c.wrapCtx(ctx, &phaseError{phase: PhaseReaper, err: err})
 	}
 	if err := c.phase(ctx, cr, PhaseNetwork, c.createNetwork); err != nil {
-		return c.wrapCtx(ctx, cr, fmt.Errorf("create network: %w", err))
+		return c.wrapCtx(ctx, fmt.Errorf("create network: %w", err))
 	}
 	if err := c.phase(ctx, cr, PhaseContainers, c.createContainers); err != nil {
-		return c.wrapCtx(ctx, cr, err)
+		return c.wrapCtx(ctx, err)
 	}
 	if err := c.phase(ctx, cr, PhaseProvision, func(ctx context.Context) error { return c.provision(ctx, cr) }); err != nil {
-		return c.wrapCtx(ctx, cr, err)
+		return c.wrapCtx(ctx, err)
 	}
 	if !c.cfg.kubernetes {
 		if err := c.phase(ctx, cr, PhaseBoot, c.boot); err != nil {
-			return c.wrapCtx(ctx, cr, err)
+			return c.wrapCtx(ctx, err)
 		}
 	} else if err := c.setupKubernetes(ctx, cr); err != nil {
-		return c.wrapCtx(ctx, cr, err)
+		return c.wrapCtx(ctx, err)
 	}
 	c.log.Printf("kindtest: cluster %s ready in %v", c.name, time.Since(start).Round(time.Millisecond))
 	return nil
@@ -468,22 +482,38 @@ func (c *Cluster) join(ctx context.Context, cr *creation) error {
 	return g.Wait()
 }
 
-// wrapCtx makes a failure caused by a deadline or a cancelled context say
-// so plainly, naming the deadline that ended it.
-func (c *Cluster) wrapCtx(ctx context.Context, cr *creation, err error) error {
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		// The context's deadline is the earlier of the two: when it is
-		// not before the test's, the test's was the binding one.
-		d, _ := ctx.Deadline()
-		if !cr.deadline.IsZero() && !d.Before(cr.deadline) {
-			return fmt.Errorf("not ready when the test binary's deadline came (go test -timeout, less %v kept for cleanup): %w", cleanupMargin, err)
-		}
-		return fmt.Errorf("not ready within %v (WithCreateTimeout raises the limit): %w", c.cfg.createTimeout, err)
-	case errors.Is(ctx.Err(), context.Canceled):
-		return fmt.Errorf("creation cancelled: %w", err)
+// The causes (context.Cause) of a creation's context that kindtest ends
+// itself: the create timeout (see create) and, under Start, the test
+// binary's deadline less cleanupMargin.
+var (
+	errCreateTimeout = errors.New("the create timeout passed")
+	errTestDeadline  = errors.New("the test binary's deadline came")
+)
+
+// wrapCtx makes a failure caused by a context that ended say so plainly:
+// whose deadline or cancel it was, during which phase, and what to
+// change. ctx is the creation's context (see create).
+func (c *Cluster) wrapCtx(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
 	}
-	return err
+	during := "creation"
+	var pe *phaseError
+	if errors.As(err, &pe) {
+		during = "the " + string(pe.phase) + " phase"
+	}
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCreateTimeout):
+		return fmt.Errorf("the create timeout (%v) passed during %s: raise it with WithCreateTimeout: %w", c.cfg.createTimeout, during, err)
+	case errors.Is(cause, errTestDeadline):
+		return fmt.Errorf("the test binary's deadline (go test -timeout, less %v kept for cleanup) came during %s: raise -timeout: %w", cleanupMargin, during, err)
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("the caller's context deadline passed during %s, before the create timeout (%v): give it a later deadline: %w", during, c.cfg.createTimeout, err)
+	case errors.Is(cause, context.Canceled):
+		return fmt.Errorf("creation cancelled by the caller during %s: %w", during, err)
+	default:
+		return fmt.Errorf("creation stopped during %s (%v): %w", during, cause, err)
+	}
 }
 
 // checkVersion checks what could only be checked once the node image's

@@ -78,9 +78,6 @@ func settled(ctx context.Context, createTimeout time.Duration) (context.Context,
 // through every phase, dropped when creation ends. Nothing of it stays on
 // the handle but the timings.
 type creation struct {
-	// deadline is when Start stops creation for the test binary's
-	// -timeout; zero when there is none.
-	deadline time.Time
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
 	// token is the kubeadm bootstrap token the other nodes join with.

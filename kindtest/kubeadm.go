@@ -114,7 +114,7 @@ func kubeadmInitConfig(p initParams) string {
 			arg{"kube-api-qps", "500"},
 			arg{"kube-api-burst", "1000"})...)),
 		SchedulerArgs: bootstrapArgs(s.componentArgs(KubeScheduler, leaderElect...)),
-		Kubelet:       kubeletConfig(cp, s),
+		Kubelet:       kubeletConfig(cp, s, p.version),
 		// Soft memory limits for the Go runtimes of a cluster that holds
 		// a test's few objects: the garbage collector runs more often as
 		// a component nears its limit, instead of letting the heap double
@@ -133,13 +133,13 @@ const prebootLog = "/etc/kindtest/kubeadm-preboot.log"
 // kubeadmJoinConfig is the kubeadm configuration of a worker, or of a
 // control plane after the first, joining through the API server the
 // discovery kubeconfig names (see kubeadmJoin).
-func kubeadmJoinConfig(n *Node, token string, timeout time.Duration, s *settings) string {
+func kubeadmJoinConfig(n *Node, version, token string, timeout time.Duration, s *settings) string {
 	cfg := bootstrap.JoinConfig{
 		DiscoveryFile: discoveryKubeconfigPath,
 		APIServerPort: apiServerPort,
 		Token:         token,
 		Timeout:       timeout,
-		Kubelet:       kubeletConfig(n, s),
+		Kubelet:       kubeletConfig(n, s, version),
 	}
 	untainted := false
 	if n.role == RoleControlPlane {
@@ -174,8 +174,11 @@ func nodeRegistration(n *Node, s *settings, singleNode bool) bootstrap.NodeRegis
 
 // kubeletConfig is node n's kubelet configuration: kindtest's, merged
 // with WithKubeletConfig's fields and WithFeatureGates' gates.
-func kubeletConfig(n *Node, s *settings) bootstrap.KubeletConfig {
-	return bootstrap.KubeletConfig{CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
+func kubeletConfig(n *Node, s *settings, version string) bootstrap.KubeletConfig {
+	if version == "" {
+		version = KubernetesVersion
+	}
+	return bootstrap.KubeletConfig{Version: version, CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
 }
 
 // bootstrapArgs is args as bootstrap renders them.

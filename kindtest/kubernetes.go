@@ -33,7 +33,7 @@ func (c *Cluster) kubeadmJoin(ctx context.Context, cr *creation, n *Node) error 
 		Config: kubeadmConfigPath,
 		Log:    "/etc/kindtest/kubeadm-join.log",
 		Files: []bootstrap.File{
-			{Path: kubeadmConfigPath, Content: kubeadmJoinConfig(n, cr.token, c.cfg.createTimeout, &c.cfg.settings)},
+			{Path: kubeadmConfigPath, Content: kubeadmJoinConfig(n, cr.kubernetesVersion, cr.token, c.cfg.createTimeout, &c.cfg.settings)},
 			{Path: discoveryKubeconfigPath, Content: bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])},
 		},
 	}

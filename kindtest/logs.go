@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -90,4 +91,28 @@ func (c *Cluster) ExportLogs(ctx context.Context, dir string) (string, error) {
 		}
 	}
 	return root, errors.Join(errs...)
+}
+
+// failureLogs is the one export of a cluster's logs after its test failed,
+// panicked or ran into the test binary's deadline: the end of the test
+// and the deadline watcher may both get there, and the second waits for
+// the first.
+type failureLogs struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// exportFailureLogs exports the cluster's logs into its artifacts
+// directory (see WithArtifactsDir), once, and returns where they went
+// with what failed. Only clusters made by Start have an artifacts
+// directory.
+func (c *Cluster) exportFailureLogs(ctx context.Context) (string, error) {
+	if c.cfg.artifactsDir == "" {
+		return "", errors.New("export logs: no artifacts directory")
+	}
+	c.life.failureLogs.once.Do(func() {
+		c.life.failureLogs.dir, c.life.failureLogs.err = c.ExportLogs(ctx, c.cfg.artifactsDir)
+	})
+	return c.life.failureLogs.dir, c.life.failureLogs.err
 }

@@ -20,6 +20,9 @@ const childEnv = "KINDTEST_TEST_CHILD"
 // childReaperEnv gives the child a reaper container of its own.
 const childReaperEnv = "KINDTEST_TEST_REAPER_NAME"
 
+// childDeleteTimeoutEnv, a duration, is the child's WithDeleteTimeout.
+const childDeleteTimeoutEnv = "KINDTEST_TEST_DELETE_TIMEOUT"
+
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(childEnv); mode != "" {
 		os.Exit(child(mode))
@@ -37,9 +40,12 @@ func child(mode string) int {
 		fmt.Printf(format+"\n", args...)
 	})
 	ctx := context.Background()
-	c, err := kindtest.New(ctx,
-		kindtest.WithoutKubernetes(), kindtest.WithWorkers(1),
-		kindtest.WithNamePrefix("child"), kindtest.WithLogger(log))
+	opts := []kindtest.Option{kindtest.WithoutKubernetes(), kindtest.WithWorkers(1),
+		kindtest.WithNamePrefix("child"), kindtest.WithLogger(log)}
+	if d, err := time.ParseDuration(os.Getenv(childDeleteTimeoutEnv)); err == nil {
+		opts = append(opts, kindtest.WithDeleteTimeout(d))
+	}
+	c, err := kindtest.New(ctx, opts...)
 	if err != nil {
 		fmt.Println("child: create failed:", err)
 		return 1

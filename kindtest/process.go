@@ -138,15 +138,47 @@ func (p *process) watchSignals() {
 // removing clusters before the deadline panic ends the process.
 const cleanupMargin = 30 * time.Second
 
-// watchDeadline ends every live cluster shortly before the test binary's
-// -timeout deadline: at the deadline the testing package panics and the
-// process ends without running any cleanup. A test that hits the deadline
-// has failed, so KeepOnFailure keeps its cluster.
+// watchDeadline ends every live cluster in the cleanup margin before the
+// test binary's -timeout deadline d: at d the testing package panics and
+// the process ends without running any cleanup. A test that hits the
+// deadline has failed: its logs are exported, as at the end of a failed
+// test, in the first half of the margin, and KeepOnFailure keeps its
+// cluster; removal has the rest, less a second.
 func (p *process) watchDeadline(d time.Time) {
 	p.deadlineOnce.Do(func() {
-		time.AfterFunc(time.Until(d.Add(-cleanupMargin/2)), func() {
-			p.endAllLive(lifetime.Failed, cleanupMargin/2)
+		time.AfterFunc(time.Until(d.Add(-cleanupMargin)), func() {
+			p.exportAllLive(d.Add(-cleanupMargin / 2))
+			p.endAllLive(lifetime.Failed, time.Until(d)-time.Second)
 		})
+	})
+}
+
+// exportAllLive exports the logs of every live cluster made by Start, in
+// parallel, by the given time. Where they went is also written to
+// standard error: the testing package prints no log of a test that is
+// still running when the deadline panic ends the process (unless -v).
+func (p *process) exportAllLive(by time.Time) {
+	p.liveMu.Lock()
+	cs := make([]*Cluster, 0, len(p.live))
+	for c := range p.live {
+		if c.cfg.artifactsDir != "" {
+			cs = append(cs, c)
+		}
+	}
+	p.liveMu.Unlock()
+	ctx, cancel := context.WithDeadline(context.Background(), by)
+	defer cancel()
+	_ = concurrent.Each(len(cs), func(i int) error {
+		c := cs[i]
+		line := fmt.Sprintf("kindtest: %s: the test binary's deadline is %v away: ", c.name, cleanupMargin)
+		if dir, err := c.exportFailureLogs(ctx); err != nil {
+			line += fmt.Sprintf("exporting logs: %v", err)
+		} else {
+			line += "logs exported to " + dir
+		}
+		c.log.Printf("%s", line)
+		fmt.Fprintln(os.Stderr, line)
+		return nil
 	})
 }
 

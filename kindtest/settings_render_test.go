@@ -41,7 +41,7 @@ func TestKubeadmConfigGolden(t *testing.T) {
 	w := &Node{name: "c-worker", ip: "172.18.0.3", index: 1, role: RoleWorker}
 	for name, got := range map[string]string{
 		"kubeadm-init.golden": kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", timeout: time.Minute, settings: &cfg.settings}),
-		"kubeadm-join.golden": kubeadmJoinConfig(w, "abcdef.0123456789abcdef", time.Minute, &cfg.settings),
+		"kubeadm-join.golden": kubeadmJoinConfig(w, KubernetesVersion, "abcdef.0123456789abcdef", time.Minute, &cfg.settings),
 	} {
 		dec := yaml.NewDecoder(strings.NewReader(got))
 		for i := 0; ; i++ {

@@ -125,7 +125,7 @@ func TestValidateKubeletConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := kubeletConfig(&Node{cgroupV2: true}, &cfg.settings).YAML()
+	out := kubeletConfig(&Node{cgroupV2: true}, &cfg.settings, KubernetesVersion).YAML()
 	for _, s := range []string{"maxPods: 60\n", "  cpu: 100m\n", "  memory: 100Mi\n", "cgroupDriver: systemd\n", "failSwapOn: false\n"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("merged kubelet config lacks %q:\n%s", s, out)
@@ -135,6 +135,21 @@ func TestValidateKubeletConfig(t *testing.T) {
 		"field maxpods: not a field of the KubeletConfiguration", "field cgroupDriver: set by kindtest", "field kind: set by kindtest", "field featureGates: set by kindtest: use WithFeatureGates")
 	wantErr(t, optionErr(t, WithKubeletConfig("- a\n- b\n")), "kubelet config: not a YAML mapping")
 	wantErr(t, optionErr(t, WithKubeletConfig("")), "kubelet config: empty")
+}
+
+// TestKubeletConfigImagePullPolicy: kindtest keeps loaded images usable
+// (NeverVerify), and WithKubeletConfig can still choose another policy.
+func TestKubeletConfigImagePullPolicy(t *testing.T) {
+	if out := kubeletConfig(&Node{}, &settings{}, KubernetesVersion).YAML(); !strings.Contains(out, "imagePullCredentialsVerificationPolicy: NeverVerify\n") {
+		t.Errorf("default kubelet config lacks NeverVerify:\n%s", out)
+	}
+	cfg, err := newConfig([]Option{WithKubeletConfig("imagePullCredentialsVerificationPolicy: AlwaysVerify\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := kubeletConfig(&Node{}, &cfg.settings, KubernetesVersion).YAML(); !strings.Contains(out, "imagePullCredentialsVerificationPolicy: AlwaysVerify\n") {
+		t.Errorf("WithKubeletConfig's policy does not stand:\n%s", out)
+	}
 }
 
 func TestValidateNodeLabelsAndTaints(t *testing.T) {

@@ -6,6 +6,8 @@ package kindtest
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -38,11 +40,12 @@ func Start(t TB, opts ...Option) *Cluster {
 	}
 	opts = append([]Option{WithLogger(LoggerFunc(t.Logf))}, opts...)
 	ctx := context.Background()
-	var testDeadline time.Time
 	if d, ok := deadline(t); ok {
+		if _, err := creationTime(time.Until(d), testTimeout()); err != nil {
+			t.Fatalf("%v", err)
+		}
 		var cancel context.CancelFunc
-		testDeadline = d.Add(-cleanupMargin)
-		ctx, cancel = context.WithDeadline(ctx, testDeadline)
+		ctx, cancel = context.WithDeadlineCause(ctx, d.Add(-cleanupMargin), errTestDeadline)
 		defer cancel()
 		proc.watchDeadline(d)
 	}
@@ -53,12 +56,13 @@ func Start(t TB, opts ...Option) *Cluster {
 		}
 		t.Fatalf("%v", err)
 	}
-	cr.deadline = testDeadline
-	t.Cleanup(func() { c.finish(t) })
+	// The temporary directory first: cleanups run last-in first-out, so
+	// it goes only after finish (and a deadline's export) wrote into it.
 	c.workDir = t.TempDir()
 	if c.cfg.artifactsDir == "" {
 		c.cfg.artifactsDir = c.workDir
 	}
+	t.Cleanup(func() { c.finish(t) })
 	if err := c.setup(ctx, cr); err != nil {
 		t.Fatalf("kindtest: cluster %s: %v", c.name, err)
 	}
@@ -74,8 +78,14 @@ func (c *Cluster) finish(t TB) {
 		outcome = lifetime.Failed
 	}
 	if outcome == lifetime.Failed {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		if dir, err := c.ExportLogs(ctx, c.cfg.artifactsDir); err != nil {
+		end := time.Now().Add(2 * time.Minute)
+		if d, ok := deadline(t); ok && d.Add(-cleanupMargin/2).Before(end) {
+			// Near the test binary's deadline: removal keeps its share
+			// of the cleanup margin.
+			end = d.Add(-cleanupMargin / 2)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), end)
+		if dir, err := c.exportFailureLogs(ctx); err != nil {
 			t.Logf("kindtest: %s: exporting logs: %v", c.name, err)
 		} else {
 			t.Logf("kindtest: %s: logs exported to %s", c.name, dir)
@@ -98,6 +108,34 @@ func (c *Cluster) finish(t TB) {
 // (golang/go#49929); the panic's frames on the stack tell it instead.
 func panicking() bool {
 	return strings.Contains(string(debug.Stack()), "\npanic(")
+}
+
+// creationTime is how long Start may spend creating a cluster when the
+// test binary's deadline is left away: all of it but cleanupMargin. When
+// nothing is left it is an error that gives the numbers and what to do;
+// timeout is go test's -timeout, 0 where unknown.
+func creationTime(left, timeout time.Duration) (time.Duration, error) {
+	budget := left - cleanupMargin
+	if budget > 0 {
+		return budget, nil
+	}
+	given := ""
+	if timeout > 0 {
+		given = fmt.Sprintf("go test -timeout %v: ", timeout)
+	}
+	return 0, fmt.Errorf("kindtest: %sthe test binary's deadline is %v away, and kindtest keeps the last %v before it for exporting logs and removing clusters: no time is left to create one; raise -timeout to %v plus the time the test needs, creating its cluster included (go test's default is -timeout 10m)",
+		given, left.Round(100*time.Millisecond), cleanupMargin, cleanupMargin)
+}
+
+// testTimeout is go test's -timeout of this test binary, 0 where there is
+// none or it cannot be told.
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(f.Value.String())
+	return d
 }
 
 // isGinkgo reports whether t is Ginkgo's GinkgoT().

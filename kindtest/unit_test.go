@@ -130,7 +130,7 @@ func TestKubeadmConfig(t *testing.T) {
 	if remote := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}, extraSANs: []string{"10.251.0.2"}}); !strings.Contains(remote, "  - c-control-plane\n  - 10.251.0.2\n") {
 		t.Errorf("a remote engine's address is not among the certificate's names:\n%s", remote)
 	}
-	join := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1}, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})
+	join := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1}, KubernetesVersion, "abcdef.0123456789abcdef", 7*time.Minute, &settings{})
 	for _, s := range []string{"kind: JoinConfiguration", "tlsBootstrapToken: \"abcdef.0123456789abcdef\"", "name: c-worker", `value: "172.18.0.3"`, "discovery: 7m0s", "tlsBootstrap: 7m0s"} {
 		if !strings.Contains(join, s) {
 			t.Errorf("join config lacks %q", s)
@@ -141,7 +141,7 @@ func TestKubeadmConfig(t *testing.T) {
 	if cfg := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: v2, token: "abcdef.0123456789abcdef", singleNode: true, timeout: time.Minute, settings: &settings{}}); strings.Contains(cfg, "failCgroupV1") || !strings.Contains(cfg, "cgroupDriver: systemd") {
 		t.Errorf("cgroup v2 init config: want the systemd driver and no failCgroupV1:\n%s", cfg)
 	}
-	if cfg := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, "abcdef.0123456789abcdef", time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") {
+	if cfg := kubeadmJoinConfig(&Node{name: "c-worker", ip: "172.18.0.3", index: 1, cgroupV2: true}, KubernetesVersion, "abcdef.0123456789abcdef", time.Minute, &settings{}); strings.Contains(cfg, "failCgroupV1") {
 		t.Errorf("cgroup v2 join config has failCgroupV1:\n%s", cfg)
 	}
 	if !strings.Contains(join, "failCgroupV1: false") {
@@ -186,5 +186,23 @@ func TestKnownCausesNameInotify(t *testing.T) {
 	}
 	if h := knownCauses("kubelet: connection refused"); h != "" {
 		t.Errorf("hint for an unrelated failure: %q", h)
+	}
+}
+
+func TestCreationTime(t *testing.T) {
+	if got, err := creationTime(90*time.Second, 90*time.Second); err != nil || got != 60*time.Second {
+		t.Errorf("90 s left: %v, %v; want 1m0s for creation", got, err)
+	}
+	_, err := creationTime(24900*time.Millisecond, 25*time.Second)
+	if err == nil {
+		t.Fatal("25 s -timeout: no error")
+	}
+	for _, w := range []string{"go test -timeout 25s", "24.9s away", "keeps the last 30s", "raise -timeout to 30s plus"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q lacks %q", err, w)
+		}
+	}
+	if _, err := creationTime(30*time.Second, 0); err == nil || strings.Contains(err.Error(), "go test -timeout") {
+		t.Errorf("exactly the margin left, -timeout unknown: %v; want an error that names no -timeout", err)
 	}
 }

@@ -80,6 +80,44 @@ func TestKubeletConfigGolden(t *testing.T) {
 	}
 }
 
+// TestKubeletImagePullPolicy: images on the node stay usable without pull
+// credentials where the kubelet checks them (KubeletEnsureSecretPulledImages
+// on), the field is left out where the kubelet would refuse it, and a
+// user's own policy wins.
+func TestKubeletImagePullPolicy(t *testing.T) {
+	const field = "imagePullCredentialsVerificationPolicy"
+	for _, tc := range []struct {
+		name string
+		k    KubeletConfig
+		want any // nil: no such field
+	}{
+		{"current", KubeletConfig{}, "NeverVerify"},
+		{"1.37", KubeletConfig{Version: "v1.37.2"}, "NeverVerify"},
+		{"1.35, gate beta", KubeletConfig{Version: "v1.35.0"}, "NeverVerify"},
+		{"1.34, gate alpha", KubeletConfig{Version: "v1.34.3"}, nil},
+		{"1.34, gate turned on", KubeletConfig{Version: "v1.34.3", FeatureGates: map[string]bool{secretPulledImagesGate: true}}, "NeverVerify"},
+		{"gate turned off", KubeletConfig{Version: "v1.37.2", FeatureGates: map[string]bool{secretPulledImagesGate: false}}, nil},
+		{"user's policy", KubeletConfig{Version: "v1.37.2", Fields: map[string]any{
+			field:                                  "NeverVerifyAllowlistedImages",
+			"preloadedImagesVerificationAllowlist": []any{"docker.io/heldout/*"},
+		}}, "NeverVerifyAllowlistedImages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := yamlDocs(t, tc.k.YAML())
+			got, ok := docs[0][field]
+			if tc.want == nil {
+				if ok {
+					t.Errorf("%s: %v, want none (the kubelet refuses it without its gate)", field, got)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Errorf("%s: %v, want %v", field, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestMerge(t *testing.T) {
 	dst := map[string]any{"a": map[string]any{"x": 1, "y": 2}, "b": 1}
 	src := map[string]any{"a": map[string]any{"y": 3}, "b": map[string]any{"z": 4}, "c": []any{1}}

@@ -35,8 +35,12 @@ type NodeRegistration struct {
 
 // KubeletConfig is a node's KubeletConfiguration: kindtest's fields
 // (systemd's cgroup driver, no swap check, no image garbage collection,
-// no disk-pressure evictions), Fields merged over them and the gates.
+// no disk-pressure evictions, every image on the node usable without
+// pull credentials), Fields merged over them and the gates.
 type KubeletConfig struct {
+	// Version is the kubelet's Kubernetes version, vMAJOR.MINOR.PATCH; ""
+	// stands for a current one.
+	Version string
 	// CgroupV1 says the node runs on a cgroup v1 host, which the kubelet
 	// refuses unless told otherwise.
 	CgroupV1 bool
@@ -188,6 +192,20 @@ func (k KubeletConfig) YAML() string {
 			"nodefs.inodesFree": "0%",
 		},
 	}
+	if k.ensuresSecretPulledImages() {
+		// Under this gate the kubelet's default policy
+		// (NeverVerifyPreloadedImages) lets a pod use an image it did not
+		// pull (an image LoadImage imported, the preloaded components)
+		// only until the kubelet pulls that same image ID itself, say from
+		// the cluster's registry: from then on every other name of the ID
+		// needs its pull credentials checked, and a pod with
+		// imagePullPolicy Never fails with ErrImageNeverPull. A test
+		// cluster has one tenant: every image on the node stays usable,
+		// as before the gate. The allowlist policy would have to name
+		// each image before the kubelet starts, and LoadImage takes any
+		// name at any time.
+		cfg["imagePullCredentialsVerificationPolicy"] = "NeverVerify"
+	}
 	if k.CgroupV1 {
 		// The kubelet (1.37) refuses cgroup v1 hosts (still common on CI
 		// runners) unless told otherwise; on v2 the default stands.
@@ -206,6 +224,26 @@ func (k KubeletConfig) YAML() string {
 		panic(fmt.Sprintf("bootstrap: kubelet configuration: %v", err))
 	}
 	return b.String()
+}
+
+// secretPulledImagesGate is the kubelet feature gate under which it checks
+// pull credentials again for images already on the node: alpha (off) in
+// Kubernetes 1.33 and 1.34, beta (on) from 1.35. Without it the kubelet
+// refuses imagePullCredentialsVerificationPolicy.
+const secretPulledImagesGate = "KubeletEnsureSecretPulledImages"
+
+// ensuresSecretPulledImages reports whether the kubelet runs with
+// secretPulledImagesGate on: as the gates say, else as its version's
+// default.
+func (k KubeletConfig) ensuresSecretPulledImages() bool {
+	if on, ok := k.FeatureGates[secretPulledImagesGate]; ok {
+		return on
+	}
+	var major, minor int
+	if _, err := fmt.Sscanf(k.Version, "v%d.%d", &major, &minor); err != nil {
+		return true // a current kubelet
+	}
+	return major > 1 || minor >= 35
 }
 
 // Merge merges src into dst: mappings key by key, any other value

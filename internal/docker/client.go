@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -205,23 +206,71 @@ func containerdStore(status [][2]string) bool {
 }
 
 // IsUnreachable reports whether err says the engine could not be reached
-// or stopped answering mid-call (refused, reset, timed out, cut off),
-// rather than refusing a request.
+// or stopped answering mid-call (refused, reset, cut off, a connection
+// that timed out), rather than refusing a request. A request cut short by
+// a context that ended, a deadline or a cancel, the caller's or
+// kindtest's, is not the engine's doing and does not count, although the
+// SDK reports it as a net.Error with Timeout() true. Where err joins
+// several errors (a removal's deadline and its last round's failure), it
+// counts when any of them says the engine is unreachable.
 func IsUnreachable(err error) bool {
-	if err == nil {
-		return false
-	}
-	if client.IsErrConnectionFailed(err) {
-		return true
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	for _, target := range []error{io.ErrUnexpectedEOF, io.EOF, syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE} {
-		if errors.Is(err, target) {
+	for err != nil {
+		if endsContext(err) {
+			return false
+		}
+		if multi, ok := err.(interface{ Unwrap() []error }); ok {
+			return slices.ContainsFunc(multi.Unwrap(), IsUnreachable)
+		}
+		if errno, ok := err.(syscall.Errno); ok {
+			return slices.Contains(goneErrnos, errno)
+		}
+		if engineGone(err) {
 			return true
 		}
+		next := errors.Unwrap(err)
+		if next == nil {
+			// At the end of the chain, any network failure left is the
+			// connection's own.
+			var netErr net.Error
+			return errors.As(err, &netErr)
+		}
+		err = next
 	}
 	return false
+}
+
+// endsContext reports whether err, itself and not what it wraps, is a
+// context's end: context.Canceled, context.DeadlineExceeded, or an error
+// that says it is one (the net package's dial errors for them do).
+func endsContext(err error) bool {
+	if err == context.Canceled || err == context.DeadlineExceeded {
+		return true
+	}
+	is, ok := err.(interface{ Is(error) bool })
+	return ok && (is.Is(context.Canceled) || is.Is(context.DeadlineExceeded))
+}
+
+// goneErrnos are the system calls' errors that say the engine is out of
+// reach.
+var goneErrnos = []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.EPIPE}
+
+// engineGone reports whether err, itself and not what it wraps, says the
+// engine is out of reach.
+func engineGone(err error) bool {
+	if err == io.ErrUnexpectedEOF || err == io.EOF {
+		return true
+	}
+	// The SDK's own verdict on a dial that failed or timed out (a missing
+	// socket file included); it never gives it to a context's end.
+	return client.IsErrConnectionFailed(err)
+}
+
+// Answers reports whether the engine answers a ping within a few seconds,
+// on a context of its own: for telling, once a context has ended, whether
+// the engine still answers.
+func (c *Client) Answers() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.api.Ping(ctx)
+	return err == nil
 }

@@ -266,24 +266,3 @@ func setHome(t *testing.T, dir string) {
 	t.Setenv("HOME", dir)
 	t.Setenv("USERPROFILE", dir)
 }
-
-func TestIsUnreachable(t *testing.T) {
-	host, _, srv := startFakeEngine(t, "1.45", "26.1.5")
-	c, err := NewHost(context.Background(), host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_, err = c.InspectContainer(context.Background(), "x") // the fake answers 404
-	if !IsNotFound(err) || IsUnreachable(err) {
-		t.Errorf("a refused request reads as unreachable: %v", err)
-	}
-	srv.Close() // the engine goes away
-	_, err = c.InspectContainer(context.Background(), "x")
-	if !IsUnreachable(err) {
-		t.Errorf("an engine that went away: %v (%T) not unreachable", err, err)
-	}
-	if IsUnreachable(nil) || IsUnreachable(errors.New("conflict")) {
-		t.Error("unrelated errors read as unreachable")
-	}
-}

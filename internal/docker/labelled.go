@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/concurrent"
@@ -33,8 +34,9 @@ func (c *Client) RemoveLabelled(ctx context.Context, labels map[string]string) e
 	}
 	var n int
 	var last error
+	thawed := &thawOnce{tried: map[string]bool{}}
 	err := poll.Until(ctx, 50*time.Millisecond, time.Second, func() (bool, error) {
-		n, last = c.removeRound(ctx, labels)
+		n, last = c.removeRound(ctx, labels, thawed)
 		return n == 0 && last == nil, nil
 	})
 	if err == nil {
@@ -46,15 +48,43 @@ func (c *Client) RemoveLabelled(ctx context.Context, labels map[string]string) e
 	return fmt.Errorf("remove objects labelled %s: %w (%w)", selectorString(labels), err, last)
 }
 
+// thawOnce remembers the containers a removal has tried to thaw (see
+// thawFrozen): once each is enough.
+type thawOnce struct {
+	mu    sync.Mutex
+	tried map[string]bool
+}
+
+func (t *thawOnce) first(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.tried[id] {
+		return false
+	}
+	t.tried[id] = true
+	return true
+}
+
 // removeRound lists and removes what carries the labels once, returning how
-// many objects it found.
-func (c *Client) removeRound(ctx context.Context, labels map[string]string) (int, error) {
+// many objects it found. A container the engine fails to remove (not one
+// being removed already) is thawed, once, before the next round: on a
+// cgroup v1 host a frozen process keeps it from ever exiting.
+func (c *Client) removeRound(ctx context.Context, labels map[string]string, thawed *thawOnce) (int, error) {
 	containers, err := c.ListContainers(ctx, labels)
 	if err != nil {
 		return 0, err
 	}
 	errs := []error{concurrent.Each(len(containers), func(i int) error {
-		return c.RemoveContainer(ctx, containers[i].ID)
+		id := containers[i].ID
+		err := c.RemoveContainer(ctx, id)
+		if err != nil && !IsConflict(err) && !IsUnreachable(err) && thawed.first(id) {
+			if cgroups, terr := c.thawFrozen(ctx, id); terr != nil {
+				err = errors.Join(err, terr)
+			} else if len(cgroups) > 0 {
+				err = fmt.Errorf("%w (thawed %d frozen cgroup(s) of it: %s)", err, len(cgroups), strings.Join(cgroups, ", "))
+			}
+		}
+		return err
 	})}
 	volumes, err := c.ListVolumes(ctx, labels)
 	if err != nil {

@@ -15,9 +15,11 @@
 // Ownership is per connection. When a connection closes, the reaper
 // removes the clusters registered on it and not forgotten, those that
 // carry the connection's session label, unless lifetime.Outlives says
-// they stay for an owner that vanished; it sweeps them again a few seconds
-// later, for creations the engine was still finishing. It removes nothing
-// else: no cluster a client did not register, nothing of another session.
+// they stay for an owner that vanished; for creations the engine was still
+// finishing, it sweeps them again a few seconds later, and whenever the
+// engine creates an object of theirs until it has created none for a
+// while. It removes nothing else: no cluster a client did not register,
+// nothing of another session.
 // It exits once no client has been connected for its idle time, and when
 // no client connects within that time from its start, having removed
 // nothing.
@@ -49,6 +51,11 @@ const Greeting = "kindtest-reaper 2"
 // again: the engine finishes a creation whose client has died.
 var DefaultSettle = []time.Duration{time.Second, 3 * time.Second, 6 * time.Second}
 
+// DefaultWatch is how long the reaper watches for late creations of a gone
+// client's clusters after the last settle sweep, and after each one it
+// saw.
+var DefaultWatch = 15 * time.Second
+
 // Config sets how patient a reaper is.
 type Config struct {
 	// Idle is how long the reaper waits without any client, from its
@@ -58,7 +65,11 @@ type Config struct {
 	// Settle lists when, after a client is gone, its clusters are swept
 	// again. Default DefaultSettle.
 	Settle []time.Duration
-	Logf   func(format string, args ...any)
+	// Watch is how long, after the last settle sweep and after each
+	// object of a gone client's clusters that the engine created since,
+	// the reaper goes on watching for more. Default DefaultWatch.
+	Watch time.Duration
+	Logf  func(format string, args ...any)
 }
 
 // Serve accepts clients on ln and removes their clusters when they go, as
@@ -73,6 +84,9 @@ func Serve(ctx context.Context, dc *docker.Client, ln net.Listener, cfg Config) 
 	}
 	if cfg.Settle == nil {
 		cfg.Settle = DefaultSettle
+	}
+	if cfg.Watch == 0 {
+		cfg.Watch = DefaultWatch
 	}
 	s := &server{dc: dc, cfg: cfg, changed: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)
@@ -230,30 +244,88 @@ func (cl *client) handle(line string) string {
 	return "ok"
 }
 
-// reapAll removes the clusters now, then sweeps them again at each settle
-// time.
+// reapAll removes the clusters now, sweeps them again at each settle time,
+// and, for as long as the engine goes on creating objects of theirs, again
+// at each one: a creation the dead client asked for may be finished by a
+// loaded engine long after the client went (7 s was seen at a load of 49).
+// It watches the engine's create events until none of the clusters' has
+// come for the watch time, after the last settle sweep.
 func (s *server) reapAll(session string, names []string) error {
 	if len(names) == 0 {
 		return nil
 	}
 	start := time.Now()
-	var errs []error
-	for i, at := range append([]time.Duration{0}, s.cfg.Settle...) {
-		time.Sleep(time.Until(start.Add(at)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Subscribed before the first sweep, and from a second before, so
+	// that nothing created after that sweep's listing escapes.
+	created := s.dc.Created(ctx, start.Add(-time.Second))
+	last := map[string]error{} // each cluster's last sweep
+	sweep := func(names []string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		var round []error
+		defer cancel()
 		for _, name := range names {
-			if err := Reap(ctx, s.dc, session, name, s.cfg.Logf); err != nil {
-				round = append(round, err)
-			}
-		}
-		cancel()
-		// Only the last round's failures stand: a later round retries.
-		if i == len(s.cfg.Settle) {
-			errs = round
+			last[name] = Reap(ctx, s.dc, session, name, s.cfg.Logf)
 		}
 	}
+	settle := append([]time.Duration{0}, s.cfg.Settle...)
+	// The watch time counts from the end of the last sweep: on a loaded
+	// engine a sweep itself takes seconds.
+	var quiet time.Time
+	calm := func() {
+		if t := time.Now().Add(s.cfg.Watch); t.After(quiet) {
+			quiet = t
+		}
+	}
+	for next := 0; next < len(settle) || time.Now().Before(quiet); {
+		wait := time.Until(quiet)
+		if next < len(settle) {
+			wait = time.Until(start.Add(settle[next]))
+		}
+		timer := time.NewTimer(max(wait, 0))
+		select {
+		case <-timer.C:
+			if next < len(settle) {
+				sweep(names)
+				next++
+				if created != nil {
+					calm()
+				}
+			}
+		case obj, ok := <-created:
+			timer.Stop()
+			if !ok {
+				// The event stream failed: the settle sweeps are left.
+				created = nil
+				quiet = time.Time{}
+				continue
+			}
+			if name := clusterOf(obj, names); name != "" {
+				s.cfg.Logf("reaper: %s created after its client was gone; sweeping cluster %s again", obj, name)
+				sweep([]string{name})
+				calm()
+			}
+		}
+	}
+	var errs []error
+	for _, name := range names {
+		errs = append(errs, last[name])
+	}
 	return errors.Join(errs...)
+}
+
+// clusterOf returns which of the clusters object obj is of, by its name:
+// kindtest names every object of a cluster after it (the network is the
+// cluster's name, containers and volumes begin with it and a dash); ""
+// when none. A sweep goes by labels, so a name that only looks like one
+// costs a sweep and no more.
+func clusterOf(obj string, names []string) string {
+	for _, n := range names {
+		if obj == n || strings.HasPrefix(obj, n+"-") {
+			return n
+		}
+	}
+	return ""
 }
 
 // Reap removes the resources of cluster name in session, unless the

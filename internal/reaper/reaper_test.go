@@ -221,6 +221,51 @@ func TestReaperSweepsAgainForLateCreations(t *testing.T) {
 	}
 }
 
+// TestReaperWatchesForLateCreations: objects of a gone client's cluster
+// that the engine creates after every settle sweep (a loaded engine
+// finishing requests of the dead client) are removed when they appear;
+// another cluster of the session, not registered, is left alone.
+func TestReaperWatchesForLateCreations(t *testing.T) {
+	f := newFixture(t)
+	gone := make(chan struct{})
+	var once sync.Once
+	// The default watch time: on a loaded engine a creation takes seconds.
+	cfg := Config{Idle: time.Second, Settle: []time.Duration{}}
+	name := f.session + "-late"
+	other := f.cluster(f.session+"-other", f.session, lifetime.KeepNever)
+	f.serve(cfg)
+	f.mu.Lock()
+	f.logf = func(format string, args ...any) {
+		if strings.Contains(fmt.Sprintf(format, args...), "gone") {
+			once.Do(func() { close(gone) })
+		}
+	}
+	f.mu.Unlock()
+	conn, r := f.client()
+	if reply := request(t, conn, r, "register "+name); reply != "ok" {
+		t.Fatalf("register: %q", reply)
+	}
+	conn.Close()
+	<-gone
+	// Two late creations, after the only sweep, seconds apart.
+	for i := range 2 {
+		time.Sleep(3 * time.Second)
+		created := time.Now()
+		f.cluster(name, f.session, lifetime.KeepNever)
+		for f.exists(name) {
+			if time.Since(created) > 10*time.Second {
+				t.Fatalf("late creation %d: still there 10 s after it was created", i+1)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("late creation %d removed %v after it was created", i+1, time.Since(created).Round(10*time.Millisecond))
+	}
+	f.wait(time.Minute)
+	if !f.exists(other) {
+		t.Error("the session's unregistered cluster was removed")
+	}
+}
+
 func TestReaperClientsAreIndependent(t *testing.T) {
 	f := newFixture(t)
 	cfg := Config{Idle: time.Second, Settle: []time.Duration{}}

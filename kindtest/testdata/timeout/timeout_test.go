@@ -3,6 +3,7 @@
 package timeout
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 
 func TestRunsIntoTimeout(t *testing.T) {
 	c := kindtest.Start(t, kindtest.WithoutKubernetes())
-	t.Logf("TIMEOUT cluster=%s", c.Name())
+	// On standard output: without -v, the test's log is lost in the
+	// deadline panic.
+	fmt.Printf("TIMEOUT cluster=%s\n", c.Name())
 	time.Sleep(time.Hour)
 }
