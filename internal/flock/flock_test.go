@@ -66,17 +66,22 @@ func TestWaitWaitsThenTakes(t *testing.T) {
 	}
 }
 
+// holderLock keeps the holder process's lock from the garbage collector.
+var holderLock *Lock
+
 // TestMain lets the test binary act as another process that holds a lock:
 // with FLOCK_TEST_HOLD set it takes the lock on that path, says so on
 // stdout and waits until it is killed.
 func TestMain(m *testing.M) {
 	if path := os.Getenv("FLOCK_TEST_HOLD"); path != "" {
-		if _, held, err := TryLock(path); err != nil || !held {
+		l, held, err := TryLock(path)
+		if err != nil || !held {
 			fmt.Printf("not held: %t %v\n", held, err)
 			os.Exit(1)
 		}
+		holderLock = l // reachable: a collected *os.File is closed, and the lock with it
 		fmt.Println("held")
-		select {} // until killed, the lock's file still open
+		select {} // until killed
 	}
 	os.Exit(m.Run())
 }
