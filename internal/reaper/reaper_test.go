@@ -167,7 +167,7 @@ func TestReaperRemovesOnlyWhatItsClientRegistered(t *testing.T) {
 		t.Fatalf("forget: %q", reply)
 	}
 	conn.Close()
-	f.wait(30 * time.Second)
+	f.wait(time.Minute) // its last sweep, DefaultWatch, its idle time
 
 	for name, want := range map[string]bool{
 		gone: false, onFailure: false, always: true, unregistered: true,
@@ -293,7 +293,7 @@ func TestReaperClientsAreIndependent(t *testing.T) {
 	default:
 	}
 	cb.Close()
-	f.wait(30 * time.Second)
+	f.wait(time.Minute) // its last sweep, DefaultWatch, its idle time
 	if f.exists(b) {
 		t.Error("client b's cluster survived b")
 	}
