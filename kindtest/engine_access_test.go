@@ -456,6 +456,12 @@ data: {a: b}
 					mu.Lock()
 					made = append(made, ns)
 					mu.Unlock()
+					// Ten namespaces made at once keep the controller-manager
+					// busy: Namespace returns only once a pod can use the
+					// namespace's default ServiceAccount.
+					if res, err := c.Kubectl(ctx, "get", "serviceaccount", "default", "-n", ns, "-o", "name"); err != nil || strings.TrimSpace(res.Stdout) != "serviceaccount/default" {
+						t.Errorf("default ServiceAccount of %s right after Namespace: %q %v", ns, res.Stdout, err)
+					}
 					yaml := fmt.Sprintf(`apiVersion: v1
 kind: ConfigMap
 metadata: {name: data}
@@ -495,6 +501,70 @@ spec:
 			if strings.Contains(res.Stdout, "namespace/"+ns+"\n") {
 				t.Errorf("namespace %s left", ns)
 			}
+		}
+	})
+
+	t.Run("crds", func(t *testing.T) {
+		dir := filepath.Join(fixture.Dir(), "crds")
+		if err := c.InstallCRDs(ctx, dir); err != nil {
+			t.Fatal(err)
+		}
+		// Served at once, in both of Widget's versions.
+		ns := c.Namespace(t)
+		objs := `apiVersion: example.kindtest.dev/v1
+kind: Widget
+metadata: {name: new}
+spec: {size: 2}
+---
+apiVersion: example.kindtest.dev/v1alpha1
+kind: Widget
+metadata: {name: old}
+spec: {size: 1}
+---
+apiVersion: example.kindtest.dev/v1
+kind: Gadget
+metadata: {name: g-` + ns + `}
+spec: {anything: [1, 2]}
+`
+		if _, err := c.KubectlInput(ctx, strings.NewReader(objs), "create", "-n", ns, "-f", "-"); err != nil {
+			t.Fatalf("custom resources right after InstallCRDs: %v", err)
+		}
+		if _, err := c.Kubectl(ctx, "delete", "gadget", "g-"+ns); err != nil {
+			t.Error(err)
+		}
+		// The CRD's schema is in force: size must be at least 1.
+		if _, err := c.KubectlInput(ctx, strings.NewReader("apiVersion: example.kindtest.dev/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: 0}\n"), "create", "-n", ns, "-f", "-"); err == nil {
+			t.Error("a Widget with size 0 was accepted: the CRD's schema is not the fixture's")
+		}
+		// Installed again, as a second suite of the same cluster would.
+		if err := c.InstallCRDs(ctx, filepath.Join(dir, "widgets.yaml")); err != nil {
+			t.Errorf("InstallCRDs again: %v", err)
+		}
+		// A CRD whose kind another CRD of its group has is never
+		// Established: the error names it and its conditions.
+		clash := filepath.Join(t.TempDir(), "clash.yaml")
+		body := `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: clashes.example.kindtest.dev}
+spec:
+  group: example.kindtest.dev
+  scope: Namespaced
+  names: {plural: clashes, kind: Widget, listKind: WidgetList}
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]
+`
+		if err := os.WriteFile(clash, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		err := c.InstallCRDs(short, clash)
+		for _, want := range []string{"kindtest: cluster " + c.Name(), "clash.yaml", "clashes.example.kindtest.dev", "not Established", "NamesAccepted=False"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("InstallCRDs of a CRD whose kind is taken: %v, want it to say %q", err, want)
+			}
+		}
+		if _, err := c.Kubectl(ctx, "delete", "crd", "clashes.example.kindtest.dev", "gadgets.example.kindtest.dev"); err != nil {
+			t.Error(err)
 		}
 	})
 

@@ -21,7 +21,9 @@ const namespaceDeleteTimeout = 2 * time.Minute
 // Namespace creates a namespace for the test and returns its name: the
 // test's name made DNS-safe and a random suffix, at most 63 characters,
 // labelled with the cluster (NamespaceLabelCluster) and the session
-// (NamespaceLabelSession) and annotated with the test's full name. At the test's cleanup its pods
+// (NamespaceLabelSession) and annotated with the test's full name. It
+// returns once the namespace's default ServiceAccount exists, so that a
+// pod can be created in it at once. At the test's cleanup its pods
 // are deleted without a grace period, then the namespace, and the cleanup
 // waits (up to 2 minutes) until it is gone. t may be a parallel subtest
 // or Ginkgo's GinkgoT(). A failure, and a call after the cluster was
@@ -62,7 +64,29 @@ func (c *Cluster) Namespace(t TB) string {
 	if err := api.do(ctx, "POST", "/api/v1/namespaces", ns, nil); err != nil {
 		t.Fatalf("kindtest: cluster %s: create namespace %s: %v", c.name, name, err)
 	}
+	if err := waitDefaultServiceAccount(ctx, api, name); err != nil {
+		t.Fatalf("kindtest: cluster %s: namespace %s: %v", c.name, name, err)
+	}
 	return name
+}
+
+// waitDefaultServiceAccount waits until the namespace's "default"
+// ServiceAccount exists. The controller-manager makes it after the
+// namespace, and until then the API server refuses every pod that does
+// not name another account (serviceaccount "default" not found); on a
+// busy cluster, or right after a control-plane failover, that takes
+// seconds. Kubernetes' own e2e framework waits for it for that reason.
+func waitDefaultServiceAccount(ctx context.Context, api *apiClient, ns string) error {
+	path := "/api/v1/namespaces/" + ns + "/serviceaccounts/default"
+	var last error
+	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		last = api.get(ctx, path, nil)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("its default ServiceAccount did not appear (%v; last answer: %v): the controller-manager makes it; see its log in the cluster's exported logs", err, last)
+	}
+	return nil
 }
 
 // deleteNamespace deletes a namespace, its pods without grace period, and
