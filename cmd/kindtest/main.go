@@ -49,7 +49,10 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout)
 	stop()
 	var ue usageError
+	var help helpRequested
 	switch {
+	case errors.As(err, &help):
+		fmt.Fprint(os.Stdout, help.text)
 	case errors.As(err, &ue):
 		fmt.Fprintf(os.Stderr, "%s\n\n%s", errorLine(err), usage)
 		os.Exit(2)
@@ -72,6 +75,12 @@ func errorLine(err error) string {
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
+
+// helpRequested is a subcommand's -h: its flags, printed on standard
+// output, and a zero exit.
+type helpRequested struct{ text string }
+
+func (h helpRequested) Error() string { return h.text }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -112,7 +121,13 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var rest []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+			var b strings.Builder
+			fmt.Fprintf(&b, "usage: kindtest %s [flags]\n\nflags:\n", fs.Name())
+			fs.SetOutput(&b)
+			fs.PrintDefaults()
+			return nil, helpRequested{b.String()}
+		} else if err != nil {
 			return nil, usageError{fmt.Sprintf("%s: %v", fs.Name(), err)}
 		}
 		left := fs.Args()

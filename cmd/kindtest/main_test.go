@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -28,6 +29,20 @@ func TestUsageErrors(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"help"}, &out); err != nil || !strings.Contains(out.String(), "prune") {
 		t.Errorf("help: %v\n%s", err, out.String())
+	}
+}
+
+func TestSubcommandHelp(t *testing.T) {
+	for _, args := range [][]string{{"bench", "-h"}, {"logs", "NAME", "--help"}, {"prune", "-help"}} {
+		err := run(context.Background(), args, io.Discard)
+		var help helpRequested
+		if !errors.As(err, &help) {
+			t.Errorf("kindtest %v: got %v, want its flags", args, err)
+			continue
+		}
+		if !strings.HasPrefix(help.text, "usage: kindtest "+args[0]+" [flags]") || !strings.Contains(help.text, "\n  -") {
+			t.Errorf("kindtest %v: help is %q, want the usage line and the flags", args, help.text)
+		}
 	}
 }
 
