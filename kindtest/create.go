@@ -58,6 +58,15 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		dc.Close()
 		return nil, nil, err
 	}
+	engine, err := dc.Info(ctx)
+	if err != nil {
+		dc.Close()
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
+	}
+	if err := checkPlatform(img, engine, cfg.image, dc.Host()); err != nil {
+		dc.Close()
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
+	}
 	place, err := detectPlacement(ctx, dc)
 	if err != nil {
 		dc.Close()
@@ -109,7 +118,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		place:    place,
 		identity: identity{name: name, labels: labels},
 	}
-	return c, &creation{kubernetesVersion: version}, nil
+	return c, &creation{kubernetesVersion: version, cgroupV2: engine.CgroupVersion == "2"}, nil
 }
 
 // setup gives c a ready cluster: in reuse mode an idle one of the same
@@ -189,6 +198,9 @@ func (c *Cluster) create(ctx context.Context, cr *creation) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.createTimeout, errCreateTimeout)
 	defer cancel()
 	c.newNodes()
+	for _, n := range c.nodes {
+		n.cgroupV2 = cr.cgroupV2
+	}
 	c.log.Printf("kindtest: creating cluster %s (%d node(s), image %s)", c.name, len(c.nodes), c.cfg.image)
 	start := time.Now()
 
@@ -260,30 +272,17 @@ func (c *Cluster) registerWithReaper(ctx context.Context) error {
 	return nil
 }
 
-// createNetwork is the network phase. What the nodes' cgroups look like
-// decides how they are created; the engine says while the network is
-// being made. Engine objects are created on a context that is not
-// cancelled mid-request (see settled): an abandoned request is still
-// carried out by the engine, after the cleanup that should have removed
-// its result.
+// createNetwork is the network phase. Engine objects are created on a
+// context that is not cancelled mid-request (see settled): an abandoned
+// request is still carried out by the engine, after the cleanup that
+// should have removed its result.
 func (c *Cluster) createNetwork(ctx context.Context) error {
-	g, ctx := concurrent.WithContext(ctx)
-	g.Go(func() error {
-		sctx, cancel := settled(ctx, c.cfg.createTimeout)
-		defer cancel()
-		if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
-			return err
-		}
-		return c.place.joinNetwork(sctx, c.docker, c.name)
-	})
-	g.Go(func() error {
-		info, err := c.docker.Info(ctx)
-		for _, n := range c.nodes {
-			n.cgroupV2 = info.CgroupVersion == "2"
-		}
+	sctx, cancel := settled(ctx, c.cfg.createTimeout)
+	defer cancel()
+	if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
 		return err
-	})
-	return g.Wait()
+	}
+	return c.place.joinNetwork(sctx, c.docker, c.name)
 }
 
 // createContainers is the containers phase: every node's volume and

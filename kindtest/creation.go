@@ -80,6 +80,9 @@ func settled(ctx context.Context, createTimeout time.Duration) (context.Context,
 type creation struct {
 	// kubernetesVersion is what the node image carries, from its label.
 	kubernetesVersion string
+	// cgroupV2 says the engine runs its containers on a cgroup v2 host,
+	// which decides how the nodes are made.
+	cgroupV2 bool
 	// token is the kubeadm bootstrap token the other nodes join with.
 	token string
 	// addons are the kube-proxy and CoreDNS objects, created during init.

@@ -2,11 +2,14 @@ package kindtest_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +26,35 @@ func TestMissingImage(t *testing.T) {
 	_, err := kindtest.New(context.Background(), kindtest.WithImage("kindtest/no-such-node:v0"))
 	if err == nil || !strings.Contains(err.Error(), "kindtest/no-such-node:v0") || !strings.Contains(err.Error(), "cmd/kindtest build") {
 		t.Fatalf("got %v, want an error naming the image and how to build one", err)
+	}
+	if after := clusterNames(t); len(after) > len(before) {
+		t.Errorf("clusters before %v, after %v", before, after)
+	}
+}
+
+// A node image of another architecture than the engine's is refused
+// before anything is created, saying which platforms do not match.
+func TestForeignPlatformImageRefused(t *testing.T) {
+	dc := engine(t)
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	ref := fmt.Sprintf("kindtest/foreign-node-%s:%x", other, suffix)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := dc.LoadImages(ctx, bytes.NewReader(ociArchive(t, ref, buildHello(t), []string{other}, false))); err != nil {
+		t.Fatalf("docker load: %v", err)
+	}
+	t.Cleanup(func() { _ = dc.RemoveImage(context.Background(), ref) })
+	before := clusterNames(t)
+	_, err := kindtest.New(ctx, kindtest.WithImage(ref))
+	for _, want := range []string{ref, "is for linux/" + other, "runs linux/" + runtime.GOARCH, "emulation"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with a linux/%s node image: %v, want it to say %q", other, err, want)
+		}
 	}
 	if after := clusterNames(t); len(after) > len(before) {
 		t.Errorf("clusters before %v, after %v", before, after)

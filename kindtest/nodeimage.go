@@ -6,6 +6,7 @@ package kindtest
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/kindtest/kindtest/internal/docker"
 )
@@ -47,4 +48,32 @@ func nodeImage(ctx context.Context, dc *docker.Client, ref string, log Logger) (
 		return docker.Image{}, fmt.Errorf("kindtest: %w", err)
 	}
 	return img, nil
+}
+
+// enginePlatforms maps the architectures engines report (uname's names,
+// and Go's) to the platform names images carry.
+var enginePlatforms = map[string]string{
+	"x86_64": "amd64", "amd64": "amd64",
+	"aarch64": "arm64", "arm64": "arm64",
+	"armv7l": "arm", "s390x": "s390x", "ppc64le": "ppc64le", "riscv64": "riscv64",
+}
+
+// checkPlatform refuses a node image made for another platform than the
+// engine's, before any container exists: its nodes would run under
+// emulation, where systemd, containerd and the kubelet cannot work, or not
+// at all.
+func checkPlatform(img docker.Image, engine docker.EngineInfo, ref, host string) error {
+	want, ok := enginePlatforms[engine.Architecture]
+	if !ok {
+		return nil // an architecture we cannot name: leave it to the engine
+	}
+	goos, arch, _ := strings.Cut(img.Platform, "/")
+	arch, _, _ = strings.Cut(arch, "/")
+	if goos == "linux" && arch == want {
+		return nil
+	}
+	return fmt.Errorf("node image %s is for %s, but the engine at %s runs linux/%s (%s) containers: "+
+		"its nodes would run under emulation, if at all. Use a node image made for linux/%s: "+
+		"`kindtest build` makes one for the architecture of the machine it runs on",
+		ref, img.Platform, host, want, engine.Architecture, want)
 }
