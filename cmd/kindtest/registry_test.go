@@ -327,6 +327,31 @@ func TestRegistryErrors(t *testing.T) {
 		if err := dc.PushImage(ctx, ref, nil); err != nil {
 			t.Fatalf("push with credentials: %v", err)
 		}
+
+		// With a credential store instead (credsStore), as Docker Desktop
+		// and docker-credential-pass users have it, it goes through too.
+		helperDir := t.TempDir()
+		helper := fmt.Sprintf(`#!/bin/sh
+[ "$1" = get ] || exit 1
+read -r server
+[ "$server" = %q ] || { echo 'credentials not found in native keychain'; exit 1; }
+printf '{"Username":%q,"Secret":%q}\n'
+`, locked, user, password)
+		if err := os.WriteFile(filepath.Join(helperDir, "docker-credential-kttest"), []byte(helper), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("PATH", helperDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		if err := os.WriteFile(filepath.Join(os.Getenv("DOCKER_CONFIG"), "config.json"), []byte(`{"auths":{},"credsStore":"kttest"}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		stored := locked + "/kindtest/node:" + randomName(t)
+		t.Cleanup(func() { dc.RemoveImage(context.Background(), stored) })
+		if err := dc.TagImage(ctx, local, stored); err != nil {
+			t.Fatal(err)
+		}
+		if err := dc.PushImage(ctx, stored, nil); err != nil {
+			t.Fatalf("push with credentials from a credential store: %v", err)
+		}
 	})
 }
 

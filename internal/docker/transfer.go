@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -152,10 +154,12 @@ func (c *Client) LoadImages(ctx context.Context, archive io.Reader) ([]string, e
 	}
 }
 
-// registryAuth returns the X-Registry-Auth value for ref's registry: the
-// credentials `docker login` stored in the docker CLI's config.json
-// ($DOCKER_CONFIG/config.json, default ~/.docker/config.json), or none.
-// Credential helpers (credsStore, credHelpers) are not consulted.
+// registryAuth returns the X-Registry-Auth value for ref's registry, found
+// as the docker CLI finds it in its config.json ($DOCKER_CONFIG/config.json,
+// default ~/.docker/config.json): the registry's credential helper
+// (credHelpers), else the credential store (credsStore), else the
+// credentials `docker login` wrote into auths. A registry none of them
+// knows gets none. A helper that fails otherwise is an error naming it.
 func registryAuth(ref string) (string, error) {
 	host := RegistryHost(ref)
 	cfg := registry.AuthConfig{ServerAddress: host}
@@ -165,29 +169,98 @@ func registryAuth(ref string) (string, error) {
 			dir = filepath.Join(home, ".docker")
 		}
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil && host != "" {
-		var file struct {
-			Auths map[string]struct {
-				Auth string `json:"auth"`
-			} `json:"auths"`
-		}
-		if err := json.Unmarshal(data, &file); err != nil {
-			return "", fmt.Errorf("read %s: %w", filepath.Join(dir, "config.json"), err)
-		}
-		for _, key := range []string{host, "https://" + host, "http://" + host} {
-			entry, ok := file.Auths[key]
-			if !ok || entry.Auth == "" {
-				continue
-			}
-			raw, err := base64.StdEncoding.DecodeString(entry.Auth)
-			if err != nil {
-				return "", fmt.Errorf("credentials for %s in %s: %w", host, filepath.Join(dir, "config.json"), err)
-			}
-			cfg.Username, cfg.Password, _ = strings.Cut(string(raw), ":")
+	path := filepath.Join(dir, "config.json")
+	data, err := os.ReadFile(path)
+	if err != nil || host == "" {
+		return registry.EncodeAuthConfig(cfg)
+	}
+	var file struct {
+		Auths map[string]struct {
+			Auth          string `json:"auth"`
+			IdentityToken string `json:"identitytoken"`
+		} `json:"auths"`
+		CredsStore  string            `json:"credsStore"`
+		CredHelpers map[string]string `json:"credHelpers"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		return "", fmt.Errorf("credentials for %s: the docker CLI's config %s is not valid JSON (%v): fix it, or point DOCKER_CONFIG at another directory", host, path, err)
+	}
+	keys := []string{host, "https://" + host, "http://" + host}
+	helper := file.CredsStore
+	for _, key := range keys {
+		if h, ok := file.CredHelpers[key]; ok {
+			helper = h
 			break
 		}
 	}
+	if helper != "" {
+		user, secret, err := credentialHelper(helper, host)
+		if err != nil {
+			return "", fmt.Errorf("credentials for %s (credential helper %q in %s): %w", host, helper, path, err)
+		}
+		if user == "<token>" {
+			cfg.IdentityToken = secret
+		} else {
+			cfg.Username, cfg.Password = user, secret
+		}
+		return registry.EncodeAuthConfig(cfg)
+	}
+	for _, key := range keys {
+		entry, ok := file.Auths[key]
+		if !ok || (entry.Auth == "" && entry.IdentityToken == "") {
+			continue
+		}
+		if entry.Auth != "" {
+			raw, err := base64.StdEncoding.DecodeString(entry.Auth)
+			if err != nil {
+				return "", fmt.Errorf("credentials for %s in %s: %w", host, path, err)
+			}
+			cfg.Username, cfg.Password, _ = strings.Cut(string(raw), ":")
+		}
+		cfg.IdentityToken = entry.IdentityToken
+		break
+	}
 	return registry.EncodeAuthConfig(cfg)
+}
+
+// credentialHelperTimeout bounds one run of a credential helper; one that
+// asks a keychain for a password may wait for the user, but not forever.
+const credentialHelperTimeout = 30 * time.Second
+
+// credentialHelper asks the docker credential helper docker-credential-NAME
+// for host's credentials, by its protocol: "get" with the server on
+// standard input, a JSON answer on standard output. A helper that knows
+// no credentials for host says so and exits non-zero; that is no
+// credentials, not an error.
+func credentialHelper(name, host string) (user, secret string, err error) {
+	prog := "docker-credential-" + name
+	ctx, cancel := context.WithTimeout(context.Background(), credentialHelperTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, prog, "get")
+	cmd.Stdin = strings.NewReader(host)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		said := strings.TrimSpace(stdout.String() + " " + stderr.String())
+		if strings.Contains(strings.ToLower(said), "credentials not found") {
+			return "", "", nil
+		}
+		if errors.Is(err, exec.ErrNotFound) {
+			return "", "", fmt.Errorf("%s is not on PATH: install it, or remove it from the docker CLI's config", prog)
+		}
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %v", credentialHelperTimeout)
+		}
+		return "", "", fmt.Errorf("%s get: %v: %s", prog, err, said)
+	}
+	var answer struct {
+		Username string `json:"Username"`
+		Secret   string `json:"Secret"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &answer); err != nil {
+		return "", "", fmt.Errorf("%s get answered %q: %w", prog, stdout.String(), err)
+	}
+	return answer.Username, answer.Secret, nil
 }
 
 // RegistryHost returns the registry part of an image reference, by the
