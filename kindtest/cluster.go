@@ -72,8 +72,8 @@ type life struct {
 	ready bool
 	// marked is set once the cluster's marker volume says it is kept.
 	marked    bool
-	reuseLock *flock.Lock    // held while this run uses a reusable cluster
-	reaper    *reaper.Client // the reaper this cluster is registered with
+	reuseLock *flock.Lock     // held while this run uses a reusable cluster
+	reaper    *reaper.Session // the reaper session this cluster is registered with
 
 	endOnce sync.Once // the cluster is released, kept or removed once
 	endErr  error

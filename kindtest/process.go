@@ -1,5 +1,5 @@
 // The process's own state, all in one value: its session and owner, its
-// connection to the reaper, its live clusters, and the watchers that end
+// session with the reaper, its live clusters, and the watchers that end
 // them (SIGINT and SIGTERM where no reaper watches, the test binary's
 // deadline).
 
@@ -33,13 +33,13 @@ type process struct {
 	// reaperName is the engine's reaper container this process uses (see
 	// defaultReaperName).
 	reaperName string
-	// The connection to the reaper, made by the first cluster that needs
-	// it (see processReaper). Keeping it here also keeps it referenced
-	// for the life of the process: were it finalized and closed, the
-	// reaper would remove live clusters.
+	// The session with the engine's reapers, made by the first cluster
+	// that needs it (see processReaper). Keeping it here also keeps its
+	// connections referenced for the life of the process: were one
+	// finalized and closed, its reaper would remove live clusters.
 	reaperOnce  sync.Once
 	reaperReady chan struct{}
-	reaper      *reaper.Client
+	reaper      *reaper.Session
 	reaperErr   error
 
 	// live are the clusters this process made and has not yet ended, for
@@ -102,6 +102,17 @@ func (p *process) unregister(c *Cluster) {
 	p.liveMu.Lock()
 	delete(p.live, c)
 	p.liveMu.Unlock()
+}
+
+// logLive writes a line of the process's reaper session to the log of
+// every live cluster: the clusters it is about.
+func (p *process) logLive(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	for c := range p.live {
+		c.log.Printf("kindtest: %s: %s", c.name, line)
+	}
 }
 
 // watchSignals is called only when a cluster has no reaper watching it.

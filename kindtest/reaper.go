@@ -1,6 +1,8 @@
 // The engine's reaper container: started when none runs, reached where
-// this process stands, and the cluster's registration with it. The
-// protocol client is internal/reaper's Client.
+// this process stands (again, should it be lost), and the cluster's
+// registration with it. The protocol client, and the session that keeps
+// a process's clusters registered across a lost reaper, are
+// internal/reaper's Client and Session.
 
 package kindtest
 
@@ -34,13 +36,24 @@ const (
 	reaperIdle         = 5 * time.Second
 )
 
-// processReaper returns this process's connection to the engine's reaper,
-// made the first time: to the running reaper, or to one it starts. That
+// Time limits of the process's session with its reaper: how often its
+// connection is checked, and the longest wait between two attempts at
+// reaching a reaper again once it is lost.
+const (
+	reaperHeartbeat = 5 * time.Second
+	reaperRedial    = 10 * time.Second
+)
+
+// processReaper returns this process's session with the engine's reaper,
+// made the first time: with the running reaper, or one it starts. That
 // runs on its own bounded context, so a caller that gives up waiting
 // leaves nothing half-made: a reaper container this process created and
-// could not connect to is removed. It never logs; callers report the
-// error with their own logger.
-func processReaper(ctx context.Context) (*reaper.Client, error) {
+// could not connect to is removed. Should the reaper be lost later
+// (killed, or no longer answering), the session reaches or starts one
+// again the same way and registers every live cluster there, saying so
+// once in their logs (see reaper.Session). It never logs otherwise;
+// callers report the error with their own logger.
+func processReaper(ctx context.Context) (*reaper.Session, error) {
 	proc.reaperOnce.Do(func() {
 		go func() {
 			defer close(proc.reaperReady)
@@ -55,11 +68,23 @@ func processReaper(ctx context.Context) (*reaper.Client, error) {
 	}
 }
 
-func connectToReaper() (*reaper.Client, error) {
+func connectToReaper() (*reaper.Session, error) {
 	if v := getenv(envReaper); v == "off" {
 		return nil, errors.New("KINDTEST_REAPER=off")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reaperStartTimeout)
+	defer cancel()
+	return reaper.NewSession(ctx, dialReaper, Session(), reaper.SessionConfig{
+		Heartbeat: reaperHeartbeat,
+		Redial:    reaperRedial,
+		Logf:      proc.logLive,
+	})
+}
+
+// dialReaper reaches the engine's reaper container, running, started or
+// created, within ctx and at most reaperStartTimeout.
+func dialReaper(ctx context.Context) (*reaper.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, reaperStartTimeout)
 	defer cancel()
 	dc, err := docker.New(ctx)
 	if err != nil {
@@ -84,11 +109,6 @@ func connectToReaper() (*reaper.Client, error) {
 			if errors.As(err, &stale) {
 				return false, fmt.Errorf("reaper image %s: %w: rebuild it with `go run github.com/kindtest/kindtest/cmd/kindtest build`", ReaperImage, err)
 			}
-			last = err
-			return false, nil
-		}
-		if err := w.Hello(Session()); err != nil {
-			w.Abandon()
 			last = err
 			return false, nil
 		}
@@ -190,17 +210,20 @@ func connectReaper(ctx context.Context, dc *docker.Client, site reaperSite, id s
 // the next Start's sweep or `kindtest prune`. That is said in the log.
 func (c *Cluster) watch(ctx context.Context) {
 	w, err := processReaper(ctx)
-	if err == nil {
-		err = w.Register(c.name)
-	}
 	if err != nil {
 		c.log.Printf("kindtest: %s: no reaper watches this cluster (%v): should this process be killed, the next Start or `kindtest prune` removes it", c.name, err)
 		proc.watchSignals()
 		return
 	}
+	// Held by the session from now on, even when this reaper does not
+	// hear of it: the next one reached will, and unwatch forgets it.
 	c.life.mu.Lock()
 	c.life.reaper = w
 	c.life.mu.Unlock()
+	if err := w.Register(c.name); err != nil {
+		c.log.Printf("kindtest: %s: no reaper has heard of this cluster yet (%v): it is registered with the next reaper this process reaches; should this process be killed before that, the next Start or `kindtest prune` removes it", c.name, err)
+		proc.watchSignals()
+	}
 }
 
 // unwatch tells the reaper the cluster is no longer its business.

@@ -16,16 +16,24 @@ import (
 // ReplyTimeout bounds the reaper's answer to one request.
 const ReplyTimeout = 10 * time.Second
 
-// Client is a test process's connection to the reaper, the other side of
-// Serve's protocol. The process keeps it open for its whole life: the
-// reaper removes what was registered on it once it closes, so it is never
-// closed, even when broken (closing it would make a reaper that is only
-// slow remove the process's live clusters).
+// Client is one connection of a test process to a reaper, the other side
+// of Serve's protocol. Its own goroutine reads the reaper's answers, so
+// that a connection that ends is noticed at once (see Done), not at the
+// next request. The process keeps it open for its whole life: the reaper
+// removes what was registered on it once it closes, so it is never
+// closed, even when lost (closing it would make a reaper that is only
+// slow remove the process's live clusters). Session keeps a process's
+// clusters registered across the loss of one.
 type Client struct {
-	mu     sync.Mutex
-	conn   net.Conn
-	r      *bufio.Reader
-	broken error
+	conn    net.Conn
+	replies chan string
+	timeout time.Duration
+
+	mu sync.Mutex // one request at a time
+
+	lostOnce sync.Once
+	done     chan struct{} // closed once lost
+	err      error         // why, once done is closed
 }
 
 // StaleError says the reaper speaks another protocol version: its image
@@ -70,7 +78,7 @@ func Dial(ctx context.Context, addr string, gone func() bool) (*Client, error) {
 			return false, nil
 		}
 		_ = conn.SetReadDeadline(time.Time{})
-		c = &Client{conn: conn, r: r}
+		c = newClient(conn, r, ReplyTimeout)
 		return true, nil
 	})
 	if err != nil {
@@ -82,7 +90,17 @@ func Dial(ctx context.Context, addr string, gone func() bool) (*Client, error) {
 	return c, nil
 }
 
-// Hello names the client's session; it comes first.
+// newClient starts reading conn's answers from r, what followed the
+// greeting.
+func newClient(conn net.Conn, r *bufio.Reader, timeout time.Duration) *Client {
+	c := &Client{conn: conn, replies: make(chan string, 1), timeout: timeout, done: make(chan struct{})}
+	go c.read(r)
+	return c
+}
+
+// Hello names the client's session; it comes first. Said again with the
+// same session, it changes nothing and is answered ok: Session's
+// heartbeat.
 func (c *Client) Hello(session string) error { return c.request("hello", session) }
 
 // Register tells the reaper that this process owns the cluster, before
@@ -97,6 +115,45 @@ func (c *Client) Forget(cluster string) error { return c.request("forget", clust
 // nothing: for a client that gives up on it right away.
 func (c *Client) Abandon() { c.conn.Close() }
 
+// Done is closed once the connection is lost: the reaper ended it (it was
+// killed, or exited), or a request on it failed or had no answer in
+// time. A lost connection takes no more requests; Err says why it was
+// lost.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err says why the connection was lost, nil while it is not.
+func (c *Client) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}
+
+func (c *Client) lose(err error) {
+	c.lostOnce.Do(func() {
+		c.err = fmt.Errorf("reaper connection: %w", err)
+		close(c.done)
+	})
+}
+
+// read delivers the connection's answers until reading fails, then
+// reports the connection lost.
+func (c *Client) read(r *bufio.Reader) {
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			c.lose(err)
+			return
+		}
+		select {
+		case c.replies <- strings.TrimSpace(line):
+		default: // an answer no request waits for any more
+		}
+	}
+}
+
 func (c *Client) request(verb, name string) error {
 	if verb != "hello" {
 		if err := lifetime.CheckClusterName(name); err != nil {
@@ -105,21 +162,28 @@ func (c *Client) request(verb, name string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.broken != nil {
-		return c.broken
+	if err := c.Err(); err != nil {
+		return err
 	}
-	_ = c.conn.SetDeadline(time.Now().Add(ReplyTimeout))
-	defer c.conn.SetDeadline(time.Time{})
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.timeout))
 	if _, err := fmt.Fprintf(c.conn, "%s %s\n", verb, name); err != nil {
-		c.broken = fmt.Errorf("reaper connection: %w", err)
-		return c.broken
+		c.lose(err)
+		return c.err
 	}
-	line, err := c.r.ReadString('\n')
-	if err != nil {
-		c.broken = fmt.Errorf("reaper connection: %w", err)
-		return c.broken
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	var line string
+	select {
+	case line = <-c.replies:
+	case <-c.done:
+		return c.err
+	case <-t.C:
+		// An answer that comes later would be taken for the next
+		// request's: the connection is given up on.
+		c.lose(fmt.Errorf("no answer to %s %s within %v", verb, name, c.timeout))
+		return c.err
 	}
-	if line = strings.TrimSpace(line); line != "ok" {
+	if line != "ok" {
 		return fmt.Errorf("reaper refused %s %s: %s", verb, name, line)
 	}
 	return nil

@@ -24,7 +24,9 @@
 // no client connects within that time from its start, having removed
 // nothing.
 //
-// Serve is the reaper's side; Client (client.go) is a test process's.
+// Serve is the reaper's side. A test process's is Session (session.go),
+// over one Client (client.go) at a time: when a connection is lost, it
+// reaches a reaper again and registers there every cluster it holds.
 package reaper
 
 import (
