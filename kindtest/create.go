@@ -384,6 +384,9 @@ func (c *Cluster) provision(ctx context.Context, cr *creation) error {
 // control plane, kubeadm's files (see prepareControlPlane).
 func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) error {
 	steps := [][]string{bootstrap.ProvisionCommand("")}
+	if cmd := c.proxyEnvCommand(); cmd != nil {
+		steps = append(steps, cmd)
+	}
 	if cmd := c.registryHostsCommand(n); cmd != nil {
 		steps = append(steps, cmd)
 	}

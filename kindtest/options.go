@@ -123,6 +123,9 @@ type shape struct {
 	noDefaultCNI         bool             // WithoutDefaultCNI
 	withoutStorage       bool             // WithoutStorage
 	withoutNetworkPolicy bool             // WithoutNetworkPolicy
+	// proxy is the test process's HTTP_PROXY, HTTPS_PROXY and NO_PROXY,
+	// which the nodes' units get (see proxySettings).
+	proxy proxySettings
 }
 
 // portMapping publishes nodePort of the control-plane node on hostPort of
@@ -208,6 +211,7 @@ func (c *config) fromEnv() error {
 	if v := getenv(envArtifacts); v != "" {
 		c.artifactsDir = v
 	}
+	c.proxy = proxyFromEnv()
 	return nil
 }
 
@@ -260,6 +264,8 @@ func (c *config) validate() error {
 	errs = append(errs, validatePortMappings(c.portMappings)...)
 	// WithRegistryMirror.
 	errs = append(errs, c.validateRegistry()...)
+	// HTTP_PROXY, HTTPS_PROXY, NO_PROXY of the test process.
+	errs = append(errs, c.proxy.validate()...)
 	// WithoutDefaultCNI.
 	if c.noDefaultCNI && !c.kubernetes {
 		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
@@ -835,7 +841,7 @@ func (c *config) networkPolicyEnforced() bool {
 // it (when the encoding, or what a field means, changes) leaves every kept
 // reusable cluster unmatched: they are made anew, and `kindtest prune
 // -all` removes the old ones. There are no compatibility branches.
-const shapeVersion = 3
+const shapeVersion = 4
 
 // reuseHash identifies a reusable cluster: the hash of a canonical
 // encoding of its shape, every field by name in declaration order (maps

@@ -41,6 +41,9 @@ func TestConfigFieldsAreShapeOrNot(t *testing.T) {
 // must be changed by one of the option sets below.
 func TestReuseHashCoversShape(t *testing.T) {
 	t.Setenv(envImage, "")
+	for _, v := range []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"} {
+		t.Setenv(v, "")
+	}
 	def, err := newConfig(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +63,7 @@ func TestReuseHashCoversShape(t *testing.T) {
 		{WithoutDefaultCNI()},
 		{WithoutStorage()},
 		{WithoutNetworkPolicy()},
+		{WithProxy("http://proxy.example.com:3128", "", "")},
 	}
 	seen := map[string]int{reuseHash(def, "img"): -1}
 	changed := map[string]bool{}

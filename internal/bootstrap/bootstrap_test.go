@@ -274,6 +274,7 @@ func TestCommands(t *testing.T) {
 	check(LateAddonsCommand("/a.conf", "/l.log", "/s.yaml", "/n.yaml"), "late-addons.sh", "/a.conf", "/l.log", "/s.yaml", "/n.yaml")
 	check(CleanNamespacesCommand("/a.conf"), "clean-namespaces.sh", "/a.conf")
 	check(MemoryCommand(), "memory.sh")
+	check(ProxyEnvCommand("http://p:3128", "", "localhost,.svc"), "proxy-env.sh", "http://p:3128", "", "localhost,.svc")
 	if cmd := WaitJobCommand("/a.conf", "job/x", "default", "30s"); cmd[0] != "bash" {
 		t.Errorf("wait-job.sh needs bash (wait -n -p), runs with %s", cmd[0])
 	} else {

@@ -74,6 +74,14 @@ func ProvisionCommand(machineID string) []string {
 	return command("provision.sh", machineID)
 }
 
+// ProxyEnvCommand makes the proxy settings the default environment of
+// every systemd unit of the node, before it boots: HTTP_PROXY and
+// HTTPS_PROXY ("" for none) and NO_PROXY, to which the node network's
+// subnet is added.
+func ProxyEnvCommand(httpProxy, httpsProxy, noProxy string) []string {
+	return command("proxy-env.sh", httpProxy, httpsProxy, noProxy)
+}
+
 // NodeNetwork is a node's networking, set up before it boots.
 type NodeNetwork struct {
 	// PodSubnet is the node's own pod range, on a bridge of kindtest's
