@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,14 +109,23 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "docker.sock")
+	features := map[string]bool{}
+	maps.Copy(features, r.features)
 	store := "classic"
 	switch {
 	case cfg.ContainerdStore && r.containerdStoreByDefault:
 		store = "default"
 	case cfg.ContainerdStore:
 		store = "containerd"
+		features["containerd-snapshotter"] = true
+	default:
+		features["containerd-snapshotter"] = false
 	}
-	env := []string{"SOCK=" + sock, "STORE=" + store}
+	daemonJSON, err := json.Marshal(map[string]any{"features": features})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SOCK=" + sock, "DAEMON_JSON=" + string(daemonJSON)}
 	if cfg.ListenTCP {
 		env = append(env, "LISTEN_TCP=1")
 	}
@@ -163,7 +174,7 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		}
 		t.Logf("test engine %s: copied %s in %v", name, strings.Join(cfg.Images, ", "), time.Since(start).Round(100*time.Millisecond))
 	}
-	t.Logf("test engine %s (%s): Docker %s, containerd store %v (%s), %s", name, release, e.Version, ei.ContainerdStore, store, e.Host)
+	t.Logf("test engine %s (%s): Docker %s, containerd store %v (%s), daemon.json %s, %s", name, release, e.Version, ei.ContainerdStore, store, daemonJSON, e.Host)
 	return e
 }
 
@@ -262,11 +273,7 @@ func ownerAlive(owner string) bool {
 // uses here, written out and registered as the default runtime.
 const engineEntrypoint = `set -eu
 mkdir -p /etc/docker
-case "$STORE" in
-  containerd) echo '{"features":{"containerd-snapshotter":true}}' ;;
-  classic) echo '{"features":{"containerd-snapshotter":false}}' ;;
-  *) echo '{}' ;;
-esac > /etc/docker/daemon.json
+printf '%s\n' "$DAEMON_JSON" > /etc/docker/daemon.json
 set -- -H "unix://$SOCK" -H unix:///var/run/docker.sock
 if [ -n "${LISTEN_TCP:-}" ]; then
   set -- "$@" -H tcp://0.0.0.0:2375 --tls=false

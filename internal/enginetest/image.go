@@ -46,6 +46,8 @@ type recipe struct {
 	// containerdStoreByDefault: the engine keeps images in containerd's
 	// store unless its configuration says otherwise.
 	containerdStoreByDefault bool
+	// features go into the daemon.json of every engine of the release.
+	features map[string]bool
 }
 
 // goBuild is one `go build` in a nested module.
@@ -77,6 +79,12 @@ func (r Release) recipe() (recipe, error) {
 					ldflags: containerdLDFlags, pkgs: []string{containerdModule + "/cmd/containerd", containerdModule + "/cmd/containerd-shim-runc-v2"}},
 			},
 			containerdStoreByDefault: true,
+			// Docker 29 gives each container a time namespace where the
+			// kernel has them, which trixie's runc 1.1 does not know
+			// ("runc create failed: namespace {"time" ""} does not
+			// exist"; runc 1.2 added them). Docker's own escape hatch
+			// turns them off, as before Docker 29.
+			features: map[string]bool{"time-namespaces": false},
 		}, nil
 	}
 	return recipe{}, fmt.Errorf("unknown test engine %q: use enginetest.Docker26 or enginetest.Docker29", r)
