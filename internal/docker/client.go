@@ -15,6 +15,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api"
 	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/tlsconfig"
@@ -134,6 +135,52 @@ func (c *Client) checkVersion(ctx context.Context, serverAPI string) error {
 	}
 	if v := c.api.ClientVersion(); versions.LessThan(v, MinAPIVersion) {
 		return fmt.Errorf("the Docker client is pinned to API %s (DOCKER_API_VERSION); kindtest needs %s or newer: unset DOCKER_API_VERSION", v, MinAPIVersion)
+	}
+	return nil
+}
+
+// SDKAPIVersion is the newest Engine API the SDK speaks. Negotiation
+// settles on the lower of it and the engine's own.
+const SDKAPIVersion = api.DefaultVersion
+
+// APIVersions are the Engine API versions of one client and its engine.
+type APIVersions struct {
+	// Negotiated is the version the client's requests use.
+	Negotiated string
+	// Engine and EngineMin are the newest and the oldest version the
+	// engine serves; EngineVersion is the engine's own version.
+	Engine, EngineMin, EngineVersion string
+}
+
+// APIVersions asks the engine for its versions, beside the one the client
+// negotiated.
+func (c *Client) APIVersions(ctx context.Context) (APIVersions, error) {
+	v, err := c.api.ServerVersion(ctx)
+	if err != nil {
+		return APIVersions{}, fmt.Errorf("engine version: %w", err)
+	}
+	return APIVersions{Negotiated: c.api.ClientVersion(), Engine: v.APIVersion, EngineMin: v.MinAPIVersion, EngineVersion: v.Version}, nil
+}
+
+// Check reports whether negotiation did what it should: settle on the
+// newest version both sides speak (the engine's, or the SDK's where the
+// engine is newer), which the engine serves and kindtest accepts. A
+// client left at a fallback (1.24 where a ping carried no version) or
+// pinned elsewhere fails it.
+func (v APIVersions) Check() error {
+	want := v.Engine
+	if versions.LessThan(SDKAPIVersion, want) {
+		want = SDKAPIVersion
+	}
+	switch {
+	case v.Engine == "":
+		return fmt.Errorf("the engine (Docker %s) reports no API version", v.EngineVersion)
+	case v.Negotiated != want:
+		return fmt.Errorf("negotiated API %s with Docker %s, want %s: the newest both speak (the engine serves %s to %s, the SDK speaks up to %s)", v.Negotiated, v.EngineVersion, want, v.EngineMin, v.Engine, SDKAPIVersion)
+	case v.EngineMin != "" && versions.LessThan(v.Negotiated, v.EngineMin):
+		return fmt.Errorf("negotiated API %s with Docker %s, which serves %s and newer only", v.Negotiated, v.EngineVersion, v.EngineMin)
+	case versions.LessThan(v.Negotiated, MinAPIVersion):
+		return fmt.Errorf("negotiated API %s with Docker %s; kindtest needs %s or newer", v.Negotiated, v.EngineVersion, MinAPIVersion)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,5 +138,55 @@ func TestIsUnreachableShapes(t *testing.T) {
 	}
 	if dialDeadline == nil || !errors.Is(dialDeadline, context.DeadlineExceeded) {
 		t.Errorf("the dial with a past deadline: %v, want context.DeadlineExceeded", dialDeadline)
+	}
+}
+
+// TestAPINegotiation connects to fake engines of Docker 20.10, 26 and 29
+// and checks the version each connection settles on: the engine's own
+// where the SDK speaks it, the SDK's newest where the engine is newer.
+func TestAPINegotiation(t *testing.T) {
+	for _, tc := range []struct{ engine, api, want string }{
+		{"20.10.24", "1.41", "1.41"},
+		{"26.1.5", "1.45", "1.45"},
+		{"29.8.0", "1.56", SDKAPIVersion},
+	} {
+		t.Run(tc.engine, func(t *testing.T) {
+			host, _, _ := startFakeEngine(t, tc.api, tc.engine)
+			c, err := NewHost(context.Background(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			v, err := c.APIVersions(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Negotiated != tc.want || v.Engine != tc.api || v.EngineVersion != tc.engine {
+				t.Errorf("versions = %+v, want negotiated %s with engine API %s of Docker %s", v, tc.want, tc.api, tc.engine)
+			}
+			if err := v.Check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestAPIVersionsCheckFails checks that a negotiation that went wrong is
+// an error naming what was negotiated and what should have been.
+func TestAPIVersionsCheckFails(t *testing.T) {
+	for _, tc := range []struct {
+		v    APIVersions
+		want string
+	}{
+		{APIVersions{Negotiated: "1.24", Engine: "1.56", EngineMin: "1.44", EngineVersion: "29.8.0"}, "negotiated API 1.24 with Docker 29.8.0, want " + SDKAPIVersion},
+		{APIVersions{Negotiated: "1.44", Engine: "1.45", EngineMin: "1.24", EngineVersion: "26.1.5"}, "want 1.45"},
+		{APIVersions{Negotiated: "1.45", Engine: "1.45", EngineMin: "1.46", EngineVersion: "x"}, "serves 1.46 and newer only"},
+		{APIVersions{Negotiated: "1.40", Engine: "1.40", EngineMin: "1.24", EngineVersion: "19.03"}, "kindtest needs " + MinAPIVersion},
+		{APIVersions{Negotiated: "1.51", EngineVersion: "29.8.0"}, "reports no API version"},
+	} {
+		err := tc.v.Check()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Check(%+v) = %v, want an error containing %q", tc.v, err, tc.want)
+		}
 	}
 }

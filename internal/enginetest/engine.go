@@ -1,61 +1,45 @@
 package enginetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/flock"
 	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
-// A second engine for the engine matrix: Debian trixie's docker.io (Docker
-// 26) in a privileged container of the host engine, Docker-in-Docker
-// style, with a network namespace of its own and no outside address. Its
-// socket is in a host directory bind-mounted at the same path, so a path
-// that the test process hands the inner engine (the reaper's socket bind)
-// means the same file on both sides.
-
-// engineSuite and enginePackages make the engine image; its tag is a hash
-// of them, so it is built once per recipe.
-const engineSuite = "trixie"
-
-var enginePackages = []string{"docker.io", "containerd", "runc", "iptables", "ca-certificates", "jq", "iproute2", "procps"}
-
-var engineMmdebstrapArgs = []string{
-	"--variant=minbase",
-	"--dpkgopt=path-exclude=/usr/share/man/*",
-	"--dpkgopt=path-exclude=/usr/share/doc/*",
-	"--dpkgopt=path-exclude=/usr/share/locale/*",
-}
+// More engines for the engine matrix (see Release), each in a privileged
+// container of the host engine, Docker-in-Docker style, with a network
+// namespace of its own and no outside address. Its socket is in a host
+// directory bind-mounted at the same path, so a path that the test process
+// hands the inner engine (the reaper's socket bind) means the same file on
+// both sides.
 
 // LabelEngine marks the containers and volumes of test engines; the value
 // is "pid@boot-id" of the test process that made them.
 const LabelEngine = lifetime.LabelTestEngine
 
-// EngineImage is the reference of the engine image of this recipe.
-func EngineImage() string {
-	h := sha256.New()
-	fmt.Fprintln(h, engineSuite, strings.Join(enginePackages, ","), strings.Join(engineMmdebstrapArgs, " "))
-	return "kindtest/test-engine:" + engineSuite + "-" + hex.EncodeToString(h.Sum(nil))[:12]
-}
-
 // EngineConfig says how to run a test engine.
 type EngineConfig struct {
-	// ContainerdStore turns on the containerd image store
-	// ("features": {"containerd-snapshotter": true}).
+	// Release is the engine to run; the default is Docker26.
+	Release Release
+	// ContainerdStore makes the engine keep images in containerd's store:
+	// Docker 26 by "features": {"containerd-snapshotter": true}, Docker 29
+	// by its default. Without it the engine uses the classic store
+	// (graph drivers), by default or by that feature set to false.
 	ContainerdStore bool
 	// ListenTCP makes the engine listen on tcp://0.0.0.0:2375 of its own
 	// network namespace too, which has only loopback until the caller adds
@@ -91,7 +75,12 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	sweepEngines(ctx, t, host)
-	ref := EnsureEngineImage(t, host)
+	release := cmp.Or(cfg.Release, Docker26)
+	r, err := release.recipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := EnsureEngineImage(t, host, release)
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	name := "kindtest-test-engine-" + hex.EncodeToString(suffix[:])
@@ -120,10 +109,23 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "docker.sock")
-	env := []string{"SOCK=" + sock}
-	if cfg.ContainerdStore {
-		env = append(env, "CONTAINERD_STORE=1")
+	features := map[string]bool{}
+	maps.Copy(features, r.features)
+	store := "classic"
+	switch {
+	case cfg.ContainerdStore && r.containerdStoreByDefault:
+		store = "default"
+	case cfg.ContainerdStore:
+		store = "containerd"
+		features["containerd-snapshotter"] = true
+	default:
+		features["containerd-snapshotter"] = false
 	}
+	daemonJSON, err := json.Marshal(map[string]any{"features": features})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SOCK=" + sock, "DAEMON_JSON=" + string(daemonJSON)}
 	if cfg.ListenTCP {
 		env = append(env, "LISTEN_TCP=1")
 	}
@@ -172,7 +174,7 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		}
 		t.Logf("test engine %s: copied %s in %v", name, strings.Join(cfg.Images, ", "), time.Since(start).Round(100*time.Millisecond))
 	}
-	t.Logf("test engine %s: Docker %s, containerd store %v, %s", name, e.Version, ei.ContainerdStore, e.Host)
+	t.Logf("test engine %s (%s): Docker %s, containerd store %v (%s), daemon.json %s, %s", name, release, e.Version, ei.ContainerdStore, store, daemonJSON, e.Host)
 	return e
 }
 
@@ -212,77 +214,6 @@ func copyImages(ctx context.Context, from, to *docker.Client, refs []string) err
 	defer rc.Close()
 	_, err = to.LoadImages(ctx, rc)
 	return err
-}
-
-var imageMu sync.Mutex
-
-// EnsureEngineImage builds the engine image unless the host engine has it,
-// and returns its reference. It is a plain Debian system with Docker, also
-// fit to run test binaries in.
-func EnsureEngineImage(t testing.TB, host *docker.Client) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	ref, err := ensureEngineImage(ctx, t, host)
-	if err != nil {
-		t.Fatalf("test engine image: %v", err)
-	}
-	return ref
-}
-
-// ensureEngineImage builds the engine image unless it exists: mmdebstrap
-// of Debian's packages, imported as a one-layer image.
-func ensureEngineImage(ctx context.Context, t testing.TB, host *docker.Client) (string, error) {
-	imageMu.Lock()
-	defer imageMu.Unlock()
-	ref := EngineImage()
-	if _, err := host.InspectImage(ctx, ref); err == nil {
-		return ref, nil
-	} else if !docker.IsNotFound(err) {
-		return "", err
-	}
-	// Other test processes may build it at the same time: one builds.
-	lock, err := flock.Wait(context.Background(), filepath.Join(os.TempDir(), "kindtest-test-engine.lock"), nil)
-	if err != nil {
-		return "", err
-	}
-	defer lock.Unlock()
-	if _, err := host.InspectImage(ctx, ref); err == nil {
-		return ref, nil
-	}
-	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return "", fmt.Errorf("building %s needs mmdebstrap (apt-get install mmdebstrap): %w", ref, err)
-	}
-	start := time.Now()
-	tmp, err := os.MkdirTemp("", "kt-engine-rootfs-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	out := filepath.Join(tmp, "rootfs.tar")
-	args := append([]string{"--include=" + strings.Join(enginePackages, ",")}, engineMmdebstrapArgs...)
-	args = append(args, engineSuite, out)
-	cmd := exec.CommandContext(ctx, "mmdebstrap", args...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("mmdebstrap %s: %w\n%s", engineSuite, err, tail(b, 2000))
-	}
-	f, err := os.Open(out)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	if err := host.ImportImage(ctx, f, ref, nil); err != nil {
-		return "", err
-	}
-	t.Logf("built %s in %v", ref, time.Since(start).Round(time.Second))
-	return ref, nil
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }
 
 // OwnerID names this process: pid and boot id, so that a later run can
@@ -342,11 +273,7 @@ func ownerAlive(owner string) bool {
 // uses here, written out and registered as the default runtime.
 const engineEntrypoint = `set -eu
 mkdir -p /etc/docker
-if [ -n "${CONTAINERD_STORE:-}" ]; then
-  echo '{"features":{"containerd-snapshotter":true}}' > /etc/docker/daemon.json
-else
-  echo '{"features":{"containerd-snapshotter":false}}' > /etc/docker/daemon.json
-fi
+printf '%s\n' "$DAEMON_JSON" > /etc/docker/daemon.json
 set -- -H "unix://$SOCK" -H unix:///var/run/docker.sock
 if [ -n "${LISTEN_TCP:-}" ]; then
   set -- "$@" -H tcp://0.0.0.0:2375 --tls=false

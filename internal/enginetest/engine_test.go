@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/enginetest"
@@ -19,30 +20,60 @@ import (
 var matrixTests = []string{"TestNodeLifecycle", "TestExec", "TestLoadImagePlatforms", "TestKubernetes",
 	"TestCancelMidCreateLeavesNothing", "TestPruneOrphans", "TestKilledProcessLeavesNothing"}
 
-// TestEngineMatrix runs the library's engine tests against Debian trixie's
-// Docker 26, once with the classic image store and once with the
-// containerd image store. The test process runs in the engine's network
-// namespace: for it, the engine is on the local host, as for a developer
-// whose Docker is at /var/run/docker.sock.
+// TestEngineMatrix runs the library's engine tests against each test
+// engine, with each image store: Debian trixie's Docker 26 with the
+// classic store (its default) and the containerd store, and Docker 29
+// built from github.com/moby/moby/v2 with the containerd store (its
+// default) and the classic store. The test process runs in the engine's
+// network namespace: for it, the engine is on the local host, as for a
+// developer whose Docker is at /var/run/docker.sock. Before the tests,
+// api-version checks what the client negotiated with the engine.
 func TestEngineMatrix(t *testing.T) {
 	host := enginetest.Client(t)
 	node := nodeImage(t, host)
 	bin := enginetest.BuildTests(t, "./kindtest")
-	for _, mode := range []struct {
-		name       string
-		containerd bool
-	}{{"classic-store", false}, {"containerd-store", true}} {
-		t.Run(mode.name, func(t *testing.T) {
-			e := enginetest.StartEngine(t, host, enginetest.EngineConfig{
-				ContainerdStore: mode.containerd,
-				Images:          []string{node, kindtest.ReaperImage},
-			})
-			enginetest.RunTests(t, e.NetNS(), bin, []string{
-				"DOCKER_HOST=" + e.Host,
-				"KINDTEST_IMAGE=" + node,
-				"CI=true",
-			}, matrixTests)
+	for _, engine := range []struct {
+		release enginetest.Release
+		stores  []string
+	}{
+		{enginetest.Docker26, []string{"classic-store", "containerd-store"}},
+		{enginetest.Docker29, []string{"containerd-store", "classic-store"}},
+	} {
+		t.Run(string(engine.release), func(t *testing.T) {
+			for _, store := range engine.stores {
+				t.Run(store, func(t *testing.T) {
+					e := enginetest.StartEngine(t, host, enginetest.EngineConfig{
+						Release:         engine.release,
+						ContainerdStore: store == "containerd-store",
+						Images:          []string{node, kindtest.ReaperImage},
+					})
+					t.Run("api-version", func(t *testing.T) { checkAPIVersion(t, e) })
+					t.Run("tests", func(t *testing.T) {
+						enginetest.RunTests(t, e.NetNS(), bin, []string{
+							"DOCKER_HOST=" + e.Host,
+							"KINDTEST_IMAGE=" + node,
+							"CI=true",
+						}, matrixTests)
+					})
+				})
+			}
 		})
+	}
+}
+
+// checkAPIVersion checks that the client settled on the newest Engine API
+// both it and the engine speak, and logs the versions: the engine's own,
+// the range of API versions it serves, and the negotiated one.
+func checkAPIVersion(t *testing.T, e *enginetest.Engine) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	v, err := e.Client.APIVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Docker %s serves API %s to %s; the client (SDK up to %s) negotiated %s", v.EngineVersion, v.EngineMin, v.Engine, docker.SDKAPIVersion, v.Negotiated)
+	if err := v.Check(); err != nil {
+		t.Error(err)
 	}
 }
 

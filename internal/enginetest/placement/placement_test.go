@@ -175,7 +175,7 @@ func TestInContainer(t *testing.T) {
 		t.Fatalf("the in-container test mounts the engine's socket; the engine is at %s", host.Host())
 	}
 	node := nodeImage(t, host)
-	image := enginetest.EnsureEngineImage(t, host)
+	image := enginetest.EnsureEngineImage(t, host, enginetest.Docker26)
 	bin := enginetest.BuildStaticTests(t, "./kindtest")
 	root := enginetest.RepoRoot(t)
 	goroot, modcache, gocache := goEnv(t)
