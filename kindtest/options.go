@@ -653,6 +653,18 @@ func WithoutStorage() Option {
 	return func(c *config) error { c.withoutStorage = true; return nil }
 }
 
+// WithProxy sets the proxy the nodes' containerd and kubelet use, in
+// place of the test process's HTTP_PROXY, HTTPS_PROXY and NO_PROXY (the
+// default, as kind passes them on): "" for none. NO_PROXY always gets the
+// cluster's own names and ranges besides noProxy. A value that is not a
+// proxy URL is an error.
+func WithProxy(httpProxy, httpsProxy, noProxy string) Option {
+	return func(c *config) error {
+		c.proxy = proxySettings{http: httpProxy, https: httpsProxy, no: noProxy}
+		return nil
+	}
+}
+
 // WithoutNetworkPolicy leaves out the NetworkPolicy agent: policies are
 // accepted by the API server but not enforced, as on a cluster whose CNI
 // plugin ignores them. Default: NetworkPolicy is enforced by

@@ -31,18 +31,6 @@ func proxyFromEnv() proxySettings {
 	return proxySettings{http: get("HTTP_PROXY"), https: get("HTTPS_PROXY"), no: get("NO_PROXY")}
 }
 
-// WithProxy sets the proxy the nodes' containerd and kubelet use, in
-// place of the test process's HTTP_PROXY, HTTPS_PROXY and NO_PROXY (the
-// default, as kind passes them on): "" for none. NO_PROXY always gets the
-// cluster's own names and ranges besides noProxy. A value that is not a
-// proxy URL is an error.
-func WithProxy(httpProxy, httpsProxy, noProxy string) Option {
-	return func(c *config) error {
-		c.proxy = proxySettings{http: httpProxy, https: httpsProxy, no: noProxy}
-		return nil
-	}
-}
-
 func (p proxySettings) set() bool { return p.http != "" || p.https != "" }
 
 // validate refuses a proxy setting that is not a proxy URL, which
