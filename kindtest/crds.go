@@ -6,15 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/kindtest/kindtest/internal/bootstrap"
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
@@ -203,26 +201,18 @@ func readCRDFile(file string) ([]crd, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var out []crd
-	for i := 1; ; i++ {
-		var doc map[string]any
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", file, i, err)
-		}
-		if doc == nil {
-			continue // an empty document, as after a trailing ---
-		}
+	err = bootstrap.EachDocument(string(b), func(doc map[string]any) error {
 		d, err := crdOf(doc)
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", file, i, err)
+			return err
 		}
 		d.file = file
 		out = append(out, d)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no document in it", file)

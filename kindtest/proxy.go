@@ -53,7 +53,8 @@ func (p proxySettings) validate() []error {
 }
 
 // proxyEnvCommand is the provision step that passes the proxy settings
-// to node n's systemd units, nil without a proxy. NO_PROXY gets what must
+// to a node's systemd units (the same for every node), nil without a
+// proxy. NO_PROXY gets what must
 // never go through a proxy: the node itself, every node and sidecar of
 // the cluster by name, the pod and Service ranges and the cluster's DNS
 // domain; the script adds the node network's subnet.

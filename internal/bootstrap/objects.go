@@ -42,29 +42,21 @@ var workloads = []string{"DaemonSet", "Deployment"}
 // objects to create, workloads last, the rest in manifest order. Only
 // the kinds of kubeadm's kube-proxy and CoreDNS add-ons are known.
 func Objects(manifests string) ([]Object, error) {
-	dec := yaml.NewDecoder(strings.NewReader(manifests))
 	var objs, later []Object
-	for i := 1; ; i++ {
-		var doc map[string]any
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", i, err)
-		}
-		if doc == nil {
-			continue
-		}
+	err := EachDocument(manifests, func(doc map[string]any) error {
 		o, err := object(doc)
 		if err != nil {
-			return nil, fmt.Errorf("manifest document %d: %w", i, err)
+			return err
 		}
 		if slices.Contains(workloads, o.Kind) {
 			later = append(later, o)
 		} else {
 			objs = append(objs, o)
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manifest %w", err)
 	}
 	return append(objs, later...), nil
 }
@@ -91,4 +83,24 @@ func object(doc map[string]any) (Object, error) {
 		return Object{}, fmt.Errorf("%s %s: %w", kind, name, err)
 	}
 	return Object{Kind: kind, Namespace: ns, Name: name, Path: path + "/" + plural, Body: body}, nil
+}
+
+// EachDocument decodes the YAML (or JSON) documents of text, separated by
+// ---, and calls fn with each one that is not empty; it stops at the
+// first error, naming the document by its number, counting from 1.
+func EachDocument(text string, fn func(doc map[string]any) error) error {
+	dec := yaml.NewDecoder(strings.NewReader(text))
+	for n := 1; ; n++ {
+		var doc map[string]any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err == nil && doc != nil {
+			err = fn(doc)
+		}
+		if err != nil {
+			return fmt.Errorf("document %d: %w", n, err)
+		}
+	}
 }
