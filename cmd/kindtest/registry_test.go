@@ -180,10 +180,12 @@ func TestRegistryPushPull(t *testing.T) {
 		ref := addr + "/kindtest/node:test-" + randomName(t)
 		reaperRef := images.ReaperRef(ref)
 		registryRef := images.RegistryRef(ref)
+		lbRef := images.LoadBalancerRef(ref)
 		t.Cleanup(func() {
 			dc.RemoveImage(context.Background(), ref)
 			dc.RemoveImage(context.Background(), reaperRef)
 			dc.RemoveImage(context.Background(), registryRef)
+			dc.RemoveImage(context.Background(), lbRef) // build --push tags all four
 		})
 		var out bytes.Buffer
 		start := time.Now()
