@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -146,8 +145,34 @@ func waitCRDServed(ctx context.Context, api *apiClient, d crd) error {
 // readCRDs reads and checks the CRDs in paths: files, or directories
 // whose manifest files are read in name order.
 func readCRDs(paths []string) ([]crd, error) {
+	files, err := manifestFiles(paths, "CRD")
+	if err != nil {
+		return nil, err
+	}
+	var out []crd
+	seen := map[string]string{}
+	for _, f := range files {
+		crds, err := readCRDFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range crds {
+			if prev, ok := seen[d.name]; ok {
+				return nil, fmt.Errorf("%s: CRD %s is also in %s: give each CRD once", f, d.name, prev)
+			}
+			seen[d.name] = f
+		}
+		out = append(out, crds...)
+	}
+	return out, nil
+}
+
+// manifestFiles lists the files of paths: files, or directories whose
+// .yaml, .yml and .json files are taken in name order. what names the
+// manifests for errors.
+func manifestFiles(paths []string, what string) ([]string, error) {
 	if len(paths) == 0 {
-		return nil, errors.New("no path given: pass the CRD files or directories")
+		return nil, fmt.Errorf("no path given: pass the %s files or directories", what)
 	}
 	var files []string
 	for _, p := range paths {
@@ -176,22 +201,7 @@ func readCRDs(paths []string) ([]crd, error) {
 			return nil, fmt.Errorf("directory %s holds no .yaml, .yml or .json file", p)
 		}
 	}
-	var out []crd
-	seen := map[string]string{}
-	for _, f := range files {
-		crds, err := readCRDFile(f)
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range crds {
-			if prev, ok := seen[d.name]; ok {
-				return nil, fmt.Errorf("%s: CRD %s is also in %s: give each CRD once", f, d.name, prev)
-			}
-			seen[d.name] = f
-		}
-		out = append(out, crds...)
-	}
-	return out, nil
+	return files, nil
 }
 
 // readCRDFile reads the CRDs of one file, every document of which must be

@@ -3,6 +3,7 @@ package kindtest_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,6 +151,22 @@ func TestKubernetes(t *testing.T) {
 					t.Errorf("host kubectl: %s %v", out, err)
 				}
 			})
+
+			if workers == 0 {
+				// The API server calls out to the test process: a remote
+				// engine's nodes cannot reach it, and it says so.
+				t.Run("host server", func(t *testing.T) {
+					switch os.Getenv(apiHostEnv) {
+					case "", "control-plane":
+						testHostServer(ctx, t, c)
+					default:
+						_, err := c.ServeHTTPS(ctx, http.NotFoundHandler())
+						if err == nil || !strings.Contains(err.Error(), "remote engine") || !strings.Contains(err.Error(), "run the test process in a container") {
+							t.Errorf("ServeHTTPS against a remote engine: %v, want an error saying why and what to do", err)
+						}
+					}
+				})
+			}
 		})
 	}
 }

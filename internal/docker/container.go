@@ -76,6 +76,9 @@ type Container struct {
 	Pid int
 	// IPs by network name.
 	IPs map[string]string
+	// Gateways by network name: the engine host's address on each
+	// network, what the container reaches its host at.
+	Gateways map[string]string
 	// Ports maps "6443/tcp" to the host address it is published on.
 	Ports map[string]string
 	// NetworkMode is the container's network mode: "bridge", "host",
@@ -191,10 +194,11 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		return Container{}, fmt.Errorf("inspect container %s: %w", id, err)
 	}
 	out := Container{
-		ID:    info.ID,
-		Name:  strings.TrimPrefix(info.Name, "/"),
-		IPs:   map[string]string{},
-		Ports: map[string]string{},
+		ID:       info.ID,
+		Name:     strings.TrimPrefix(info.Name, "/"),
+		IPs:      map[string]string{},
+		Gateways: map[string]string{},
+		Ports:    map[string]string{},
 	}
 	if info.Config != nil {
 		out.Image = info.Config.Image
@@ -218,6 +222,7 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 				continue
 			}
 			out.IPs[name] = ep.IPAddress
+			out.Gateways[name] = ep.Gateway
 		}
 		for port, bindings := range info.NetworkSettings.Ports {
 			for _, b := range bindings {
