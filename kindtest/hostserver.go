@@ -15,6 +15,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -112,7 +113,9 @@ func (c *Cluster) serveHTTPS(ctx context.Context, handler http.Handler) (*HostSe
 		Handler:           mux,
 		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          nil,
+		// A handshake the API server refuses (a CA bundle that is not
+		// CABundle) is worth seeing in the test's log.
+		ErrorLog: log.New(logLines{c.log, "kindtest: " + c.name + ": host server: "}, "", 0),
 	}
 	go func() { _ = s.srv.ServeTLS(ln, "", "") }()
 	if err := s.createService(ctx); err != nil {
@@ -315,6 +318,17 @@ func denyProbe(w http.ResponseWriter, r *http.Request) {
 			"status": map[string]any{"code": 403, "message": probeDenial + r.URL.Path},
 		},
 	})
+}
+
+// logLines writes each line to a Logger.
+type logLines struct {
+	log    Logger
+	prefix string
+}
+
+func (w logLines) Write(p []byte) (int, error) {
+	w.log.Printf("%s%s", w.prefix, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }
 
 // probeDenial starts the message of a denied probe.

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -111,6 +113,7 @@ func TestUnitHostServerCertificate(t *testing.T) {
 	mux.HandleFunc("/kindtest.io/probe/", denyProbe)
 	srv := httptest.NewUnstartedServer(mux)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake below
 	srv.StartTLS()
 	defer srv.Close()
 	pool := x509.NewCertPool()
