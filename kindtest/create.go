@@ -397,9 +397,29 @@ func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) erro
 		return c.nodeError(n, "provision before boot", err)
 	}
 	if c.cfg.kubernetes && n.index == 0 {
+		if err := c.checkKubeProxyMode(ctx, n); err != nil {
+			return err
+		}
 		// The other control planes get the shared certificates from it
 		// when they join (see joinControlPlane).
 		return c.prepareControlPlane(ctx, cr, n)
+	}
+	return nil
+}
+
+// checkKubeProxyMode refuses IPVS mode, before boot, when the kernel of
+// the engine's host has no IPVS: a node container cannot load the
+// modules, and kube-proxy would only fall over later.
+func (c *Cluster) checkKubeProxyMode(ctx context.Context, n *Node) error {
+	if c.cfg.proxyMode() != KubeProxyIPVS {
+		return nil
+	}
+	if _, err := n.run(ctx, "test", "-e", "/proc/net/ip_vs"); err != nil {
+		var exit *ExitError
+		if errors.As(err, &exit) {
+			return fmt.Errorf("kube-proxy mode ipvs: the kernel of the engine's host has no IPVS (node %s has no /proc/net/ip_vs), and a node container cannot load kernel modules: load them on the engine's host (modprobe -a ip_vs ip_vs_rr ip_vs_wrr ip_vs_sh), or use KubeProxyIPTables or KubeProxyNFTables", n.name)
+		}
+		return c.nodeError(n, "check for IPVS", err)
 	}
 	return nil
 }

@@ -27,7 +27,6 @@ var kindUnsupported = map[string]string{
 	"networking.apiServerPort":           "the engine picks the API server's host port",
 	"networking.podSubnet":               "kindtest's pod range is fixed at " + podSubnet,
 	"networking.serviceSubnet":           "kindtest's Service range is fixed at " + serviceSubnet,
-	"networking.kubeProxyMode":           "kube-proxy runs in iptables mode",
 	"networking.dnsSearch":               "the nodes' DNS search list is the engine's",
 }
 
@@ -37,7 +36,6 @@ var kindDefaults = map[string]string{
 	"networking.ipFamily":      "ipv4",
 	"networking.podSubnet":     podSubnet,
 	"networking.serviceSubnet": serviceSubnet,
-	"networking.kubeProxyMode": "iptables",
 }
 
 type kindCluster struct {
@@ -102,6 +100,14 @@ func applyKindConfig(c *config, data []byte) error {
 					c.noDefaultCNI = v // as WithoutDefaultCNI
 				default:
 					errs = append(errs, fmt.Errorf("field networking.disableDefaultCNI: %v is not true or false", v))
+				}
+				continue
+			}
+			if k == "kubeProxyMode" {
+				// kind's "none" (no kube-proxy) is not among WithKubeProxyMode's.
+				mode, _ := nw[k].(string)
+				if err := WithKubeProxyMode(KubeProxyMode(mode))(c); err != nil {
+					errs = append(errs, fmt.Errorf("field networking.kubeProxyMode: %w", err))
 				}
 				continue
 			}
@@ -219,4 +225,4 @@ func applyKindConfig(c *config, data []byte) error {
 }
 
 // kindFieldList is the supported subset, for messages.
-var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig"}, ", ")
+var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig", "networking.disableDefaultCNI", "networking.kubeProxyMode (iptables, nftables, ipvs)"}, ", ")

@@ -120,7 +120,8 @@ func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 	p := initParams{
 		cluster: c.name, version: cr.kubernetesVersion, cp: cp, endpoint: c.lbIP, token: cr.token,
 		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
-		extraSANs: append(c.place.certSANs(), c.lbSANs()...),
+		extraSANs:     append(c.place.certSANs(), c.lbSANs()...),
+		kubeProxyMode: c.cfg.proxyMode(),
 	}
 	if c.cfg.noDefaultCNI {
 		p.podRanges = podRangesAllocated

@@ -126,6 +126,9 @@ type shape struct {
 	// proxy is the test process's HTTP_PROXY, HTTPS_PROXY and NO_PROXY,
 	// which the nodes' units get (see proxySettings).
 	proxy proxySettings
+	// kubeProxyMode is kube-proxy's mode (WithKubeProxyMode); "" is
+	// iptables.
+	kubeProxyMode KubeProxyMode
 }
 
 // portMapping publishes nodePort of the control-plane node on hostPort of
@@ -269,6 +272,10 @@ func (c *config) validate() error {
 	// WithoutDefaultCNI.
 	if c.noDefaultCNI && !c.kubernetes {
 		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
+	}
+	// WithKubeProxyMode.
+	if c.kubeProxyMode != "" && !c.kubernetes {
+		errs = append(errs, fmt.Errorf("kube-proxy mode %s: kube-proxy is part of Kubernetes, which WithoutKubernetes leaves out: drop one of them", c.kubeProxyMode))
 	}
 	return errors.Join(errs...)
 }
@@ -677,6 +684,49 @@ func WithoutNetworkPolicy() Option {
 	return func(c *config) error { c.withoutNetworkPolicy = true; return nil }
 }
 
+// KubeProxyMode is how kube-proxy programs Services on the nodes.
+type KubeProxyMode string
+
+// The kube-proxy modes WithKubeProxyMode takes, as kind names them.
+const (
+	// KubeProxyIPTables is the default: iptables rules (through the
+	// nf_tables backend of iptables-nft).
+	KubeProxyIPTables KubeProxyMode = "iptables"
+	// KubeProxyNFTables programs nftables directly (GA since
+	// Kubernetes 1.33); it needs a kernel of 5.13 or later.
+	KubeProxyNFTables KubeProxyMode = "nftables"
+	// KubeProxyIPVS uses the kernel's IPVS load balancer, whose modules
+	// (ip_vs, ip_vs_rr, ip_vs_wrr, ip_vs_sh) must be loaded on the engine's
+	// host: a node container cannot load them. Without them creation
+	// fails before boot, saying so.
+	KubeProxyIPVS KubeProxyMode = "ipvs"
+)
+
+// WithKubeProxyMode sets kube-proxy's mode: KubeProxyIPTables (the
+// default), KubeProxyNFTables or KubeProxyIPVS. With WithReuse, clusters
+// of different modes are told apart.
+func WithKubeProxyMode(mode KubeProxyMode) Option {
+	return func(c *config) error {
+		switch mode {
+		case KubeProxyIPTables:
+			c.kubeProxyMode = "" // the default, the same shape
+			return nil
+		case KubeProxyNFTables, KubeProxyIPVS:
+			c.kubeProxyMode = mode
+			return nil
+		}
+		return fmt.Errorf("kube-proxy mode %q: use %q, %q or %q", mode, KubeProxyIPTables, KubeProxyNFTables, KubeProxyIPVS)
+	}
+}
+
+// proxyMode is kube-proxy's mode, iptables when none was set.
+func (s shape) proxyMode() KubeProxyMode {
+	if s.kubeProxyMode == "" {
+		return KubeProxyIPTables
+	}
+	return s.kubeProxyMode
+}
+
 // WithKindConfig takes the settings of a kind configuration file (kind.x-k8s.io/v1alpha4,
 // kind: Cluster), for the part kindtest supports: nodes (with role
 // control-plane or worker, in the order given; their labels and
@@ -691,11 +741,12 @@ func WithoutNetworkPolicy() Option {
 // naming the field and why: name, kubeadmConfigPatches(JSON6902),
 // containerdConfigPatches(JSON6902), nodes[].image,
 // nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
-// networking field but disableDefaultCNI (true is WithoutDefaultCNI);
-// ipFamily, podSubnet, serviceSubnet and kubeProxyMode are accepted when
-// they state kindtest's own values: ipv4, 10.244.0.0/16, 10.96.0.0/16,
-// iptables. Options after it
-// add to or override what it set. Default: none.
+// networking field but disableDefaultCNI (true is WithoutDefaultCNI) and
+// kubeProxyMode (iptables, nftables or ipvs, as WithKubeProxyMode; kind's
+// none is refused); ipFamily, podSubnet and serviceSubnet are accepted
+// when they state kindtest's own values: ipv4, 10.244.0.0/16,
+// 10.96.0.0/16. Options after it add to or override what it set.
+// Default: none.
 func WithKindConfig(data []byte) Option {
 	return func(c *config) error {
 		if err := applyKindConfig(c, data); err != nil {

@@ -64,6 +64,8 @@ func TestReuseHashCoversShape(t *testing.T) {
 		{WithoutStorage()},
 		{WithoutNetworkPolicy()},
 		{WithProxy("http://proxy.example.com:3128", "", "")},
+		{WithKubeProxyMode(KubeProxyNFTables)},
+		{WithKubeProxyMode(KubeProxyIPVS)},
 	}
 	seen := map[string]int{reuseHash(def, "img"): -1}
 	changed := map[string]bool{}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // optionErr applies opts as New does and returns the joined error text.
@@ -315,6 +316,25 @@ nodes:
 `))),
 		"nodes[0].extraPortMappings[0].listenAddress is not supported", `nodes[0].extraPortMappings[1].protocol "UDP"`,
 		"nodes[1].extraPortMappings: kindtest publishes ports of the first control-plane node only")
+	// kube-proxy's mode, as WithKubeProxyMode; kind's none is not one.
+	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: nftables\n"))}); err != nil || cfg.proxyMode() != KubeProxyNFTables {
+		t.Errorf("kind kubeProxyMode nftables: %v", err)
+	}
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: none\n"))),
+		`field networking.kubeProxyMode: kube-proxy mode "none": use "iptables", "nftables" or "ipvs"`)
+	wantErr(t, optionErr(t, WithKubeProxyMode("IPVS")), `kube-proxy mode "IPVS": use`)
+	if _, err := newConfig([]Option{WithoutKubernetes(), WithKubeProxyMode(KubeProxyIPVS)}); err == nil || !strings.Contains(err.Error(), "kube-proxy is part of Kubernetes") {
+		t.Errorf("kube-proxy mode without Kubernetes: %v", err)
+	}
+	for mode, name := range map[KubeProxyMode]string{"": "iptables", KubeProxyNFTables: "nftables", KubeProxyIPVS: "ipvs"} {
+		cp := &Node{name: "c-control-plane", ip: "172.18.0.2", role: RoleControlPlane}
+		got := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", timeout: time.Minute, settings: &settings{}, kubeProxyMode: mode})
+		for _, want := range []string{"\nmode: " + name + "\n", "\n" + name + ":\n  minSyncPeriod: 1s\n"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("kube-proxy mode %q: the configuration lacks %q:\n%s", mode, want, got)
+			}
+		}
+	}
 	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  disableDefaultCNI: true\n"))}); err != nil || !cfg.noDefaultCNI {
 		t.Errorf("kind disableDefaultCNI: true is not WithoutDefaultCNI: %v", err)
 	}

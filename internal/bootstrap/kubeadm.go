@@ -92,6 +92,8 @@ type InitConfig struct {
 	// FeatureGates are kube-proxy's feature gates (the other components
 	// take theirs in their flags or in Kubelet).
 	FeatureGates map[string]bool
+	// KubeProxyMode is kube-proxy's mode: iptables, nftables or ipvs.
+	KubeProxyMode string
 }
 
 // JoinConfig is what a joining node's kubeadm configuration holds: its

@@ -1,0 +1,119 @@
+package kindtest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// TestKubeProxyModes runs Services through kube-proxy's nftables mode on
+// a control plane and a worker: a Service reached by its DNS name from a
+// pod on each node, and a NodePort on each node, with kube-proxy's rules
+// in nftables and none in iptables. IPVS mode needs the kernel's IPVS on
+// the engine's host: where it is missing (this build machine), creation
+// fails before boot, saying what to load, and leaves nothing.
+func TestKubeProxyModes(t *testing.T) {
+	dc := engine(t)
+	echo, err := fixture.BuildEcho(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := fixture.Manifest("echo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("nftables", func(t *testing.T) {
+		c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithKubeProxyMode(kindtest.KubeProxyNFTables))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if err := c.LoadImage(ctx, echo); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Apply(ctx, manifest); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Wait(ctx, "default", "deployment/echo", kindtest.Available); err != nil {
+			t.Fatal(err)
+		}
+		res, err := c.Kubectl(ctx, "-n", "kube-system", "get", "configmap", "kube-proxy", "-o", "jsonpath={.data.config\\.conf}")
+		if err != nil || !strings.Contains(res.Stdout, "mode: nftables") {
+			t.Errorf("kube-proxy's configuration: %q %v", res.Stdout, err)
+		}
+		for _, p := range echoPods(ctx, t, c) {
+			var out kindtest.ExecResult
+			err := retry(ctx, func() (err error) {
+				out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+				return err
+			})
+			if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
+				t.Errorf("Service by DNS name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
+			}
+		}
+		for _, n := range c.Nodes() {
+			var out kindtest.ExecResult
+			err := retry(ctx, func() (err error) {
+				out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
+				return err
+			})
+			if err != nil || !strings.Contains(out.Stdout, "path=/np") {
+				t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
+			}
+			// The Service's rules are nftables', not iptables'.
+			rules, err := n.Exec(ctx, "sh", "-c", "iptables-save -t nat; ip6tables-save -t nat")
+			if err != nil || strings.Contains(rules.Stdout, "KUBE-SVC-") {
+				t.Errorf("%s: kube-proxy's iptables chains in nftables mode (%v):\n%s", n.Name(), err, rules.Stdout)
+			}
+		}
+		// The node image has no nft of its own: read kube-proxy's table
+		// from inside its pod, whose image brings nft.
+		res, err = c.Kubectl(ctx, "-n", "kube-system", "get", "pods", "-l", "k8s-app=kube-proxy", "-o", "jsonpath={.items[0].metadata.name}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		table, err := c.PodExec(ctx, "kube-system", res.Stdout, "", "nft", "list", "table", "ip", "kube-proxy")
+		if err != nil || !strings.Contains(table.Stdout, "default/echo") {
+			t.Errorf("nft list table ip kube-proxy: %q %v", table.Stdout, err)
+		}
+	})
+
+	t.Run("ipvs", func(t *testing.T) {
+		// Containers share the host's kernel: IPVS is there when this
+		// process's own network namespace has it.
+		_, statErr := os.Stat("/proc/net/ip_vs")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		hook := &phaseHook{t: t, fn: func(string) {}}
+		c, err := kindtest.New(ctx, kindtest.WithImage(nodeImage(t, dc)), kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS), kindtest.WithLogger(hook))
+		if statErr == nil {
+			if err != nil {
+				t.Fatalf("the host has IPVS, but: %v", err)
+			}
+			defer c.Delete(context.Background())
+			res, err := c.Kubectl(ctx, "-n", "kube-system", "get", "configmap", "kube-proxy", "-o", "jsonpath={.data.config\\.conf}")
+			if err != nil || !strings.Contains(res.Stdout, "mode: ipvs") {
+				t.Errorf("kube-proxy's configuration: %q %v", res.Stdout, err)
+			}
+			return
+		}
+		if err == nil {
+			c.Delete(context.Background())
+			t.Fatal("the host has no /proc/net/ip_vs, yet a cluster in IPVS mode was made")
+		}
+		t.Logf("refused: %v", err)
+		for _, want := range []string{"kube-proxy mode ipvs", "no IPVS", "modprobe -a ip_vs", "KubeProxyNFTables"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+		if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: hook.name}); hook.name == "" || n != 0 {
+			t.Errorf("cluster %q: %d resource(s) left after the refused creation", hook.name, n)
+		}
+	})
+}
