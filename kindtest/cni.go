@@ -42,13 +42,13 @@ func nodeNetworkCommand(c *Cluster, n *Node) []string {
 		return bootstrap.NodeNetworkCommand(bootstrap.NodeNetwork{})
 	}
 	net := bootstrap.NodeNetwork{
-		PodSubnet:        nodePodSubnet(n.index),
-		ClusterPodSubnet: podSubnet,
+		PodSubnet:        c.cfg.nodePodSubnet(n.index),
+		ClusterPodSubnet: c.cfg.podSubnet(),
 		BridgeNetfilter:  c.cfg.networkPolicyEnforced(),
 	}
 	for _, o := range c.nodes {
 		if o != n {
-			net.Routes = append(net.Routes, bootstrap.Route{Dst: nodePodSubnet(o.index), Via: o.ip})
+			net.Routes = append(net.Routes, bootstrap.Route{Dst: c.cfg.nodePodSubnet(o.index), Via: o.ip})
 		}
 	}
 	return bootstrap.NodeNetworkCommand(net)

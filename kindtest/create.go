@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os"
 	"slices"
 	"time"
@@ -363,6 +364,9 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	}
 	n.ip = info.IPs[c.name]
 	if n.index == 0 {
+		if err := c.checkNodeSubnet(info.Subnets[c.name]); err != nil {
+			return &NodeError{Node: n.name, Step: "check the network's range", Err: err}
+		}
 		if !c.ha() {
 			c.apiServer = c.place.apiServerURL(c.name, info)
 		}
@@ -403,6 +407,21 @@ func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) erro
 		// The other control planes get the shared certificates from it
 		// when they join (see joinControlPlane).
 		return c.prepareControlPlane(ctx, cr, n)
+	}
+	return nil
+}
+
+// checkNodeSubnet refuses a nodes' network (the engine picked its range)
+// that overlaps the pod or Service range: traffic to one would go to the
+// other.
+func (c *Cluster) checkNodeSubnet(nodes netip.Prefix) error {
+	if !c.cfg.kubernetes || !nodes.IsValid() {
+		return nil
+	}
+	for _, r := range []struct{ what, option, cidr string }{{"pod", "WithPodSubnet", c.cfg.podSubnet()}, {"Service", "WithServiceSubnet", c.cfg.serviceSubnet()}} {
+		if p := netip.MustParsePrefix(r.cidr); p.Overlaps(nodes) {
+			return fmt.Errorf("the engine gave the nodes' network %s the range %s, which overlaps the %s subnet %s: choose another %s subnet with %s, or change the engine's default-address-pools", c.name, nodes, r.what, p, r.what, r.option)
+		}
 	}
 	return nil
 }

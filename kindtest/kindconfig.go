@@ -25,8 +25,6 @@ var kindUnsupported = map[string]string{
 	"networking.ipFamily":                "kindtest clusters are IPv4 only",
 	"networking.apiServerAddress":        "kindtest decides where the API server is published (see the README: Which engine, and from where)",
 	"networking.apiServerPort":           "the engine picks the API server's host port",
-	"networking.podSubnet":               "kindtest's pod range is fixed at " + podSubnet,
-	"networking.serviceSubnet":           "kindtest's Service range is fixed at " + serviceSubnet,
 	"networking.dnsSearch":               "the nodes' DNS search list is the engine's",
 }
 
@@ -34,8 +32,6 @@ var kindUnsupported = map[string]string{
 // does anyway, so that a kind config spelling them out is accepted.
 var kindDefaults = map[string]string{
 	"networking.ipFamily":      "ipv4",
-	"networking.podSubnet":     podSubnet,
-	"networking.serviceSubnet": serviceSubnet,
 }
 
 type kindCluster struct {
@@ -100,6 +96,17 @@ func applyKindConfig(c *config, data []byte) error {
 					c.noDefaultCNI = v // as WithoutDefaultCNI
 				default:
 					errs = append(errs, fmt.Errorf("field networking.disableDefaultCNI: %v is not true or false", v))
+				}
+				continue
+			}
+			if k == "podSubnet" || k == "serviceSubnet" {
+				opt := WithPodSubnet
+				if k == "serviceSubnet" {
+					opt = WithServiceSubnet
+				}
+				v, _ := nw[k].(string)
+				if err := opt(v)(c); err != nil {
+					errs = append(errs, fmt.Errorf("field networking.%s: %w", k, err))
 				}
 				continue
 			}
@@ -225,4 +232,4 @@ func applyKindConfig(c *config, data []byte) error {
 }
 
 // kindFieldList is the supported subset, for messages.
-var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig", "networking.disableDefaultCNI", "networking.kubeProxyMode (iptables, nftables, ipvs)"}, ", ")
+var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig", "networking.disableDefaultCNI", "networking.kubeProxyMode (iptables, nftables, ipvs)", "networking.podSubnet", "networking.serviceSubnet"}, ", ")

@@ -49,6 +49,9 @@ type initParams struct {
 	extraSANs []string
 	// kubeProxyMode is kube-proxy's mode; "" is iptables.
 	kubeProxyMode KubeProxyMode
+	// podSubnet and serviceSubnet are the cluster's ranges; "" is the
+	// default.
+	podSubnet, serviceSubnet string
 }
 
 // podRanges says who gives each node its pod range.
@@ -98,8 +101,8 @@ func kubeadmInitConfig(p initParams) string {
 		Node:                 nodeRegistration(cp, s, p.singleNode),
 		Timeout:              p.timeout,
 		CertSANs:             append([]string{cp.ip, cp.name}, p.extraSANs...),
-		PodSubnet:            podSubnet,
-		ServiceSubnet:        serviceSubnet,
+		PodSubnet:            shape{pods: p.podSubnet}.podSubnet(),
+		ServiceSubnet:        shape{services: p.serviceSubnet}.serviceSubnet(),
 		DNSDomain:            dnsDomain,
 		EtcdArgs: bootstrapArgs(s.componentArgs(Etcd,
 			// The cluster lives as long as a test; losing it on a host crash is fine.

@@ -122,6 +122,8 @@ func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
 		extraSANs:     append(c.place.certSANs(), c.lbSANs()...),
 		kubeProxyMode: c.cfg.proxyMode(),
+		podSubnet:     c.cfg.pods,
+		serviceSubnet: c.cfg.services,
 	}
 	if c.cfg.noDefaultCNI {
 		p.podRanges = podRangesAllocated

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"os"
 	"path"
@@ -129,6 +130,9 @@ type shape struct {
 	// kubeProxyMode is kube-proxy's mode (WithKubeProxyMode); "" is
 	// iptables.
 	kubeProxyMode KubeProxyMode
+	// pods and services are the pod and Service ranges (WithPodSubnet,
+	// WithServiceSubnet); "" is the default.
+	pods, services string
 }
 
 // portMapping publishes nodePort of the control-plane node on hostPort of
@@ -273,6 +277,8 @@ func (c *config) validate() error {
 	if c.noDefaultCNI && !c.kubernetes {
 		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
 	}
+	// WithPodSubnet, WithServiceSubnet.
+	errs = append(errs, c.validateSubnets()...)
 	// WithKubeProxyMode.
 	if c.kubeProxyMode != "" && !c.kubernetes {
 		errs = append(errs, fmt.Errorf("kube-proxy mode %s: kube-proxy is part of Kubernetes, which WithoutKubernetes leaves out: drop one of them", c.kubeProxyMode))
@@ -719,6 +725,79 @@ func WithKubeProxyMode(mode KubeProxyMode) Option {
 	}
 }
 
+// WithPodSubnet sets the cluster's pod range, an IPv4 range of at least
+// a /24 per node: each node gets the next /24 of it (the control plane the
+// first). Default: 10.244.0.0/16, as kind's. Use it when the default
+// overlaps a network the nodes or pods must reach. It must not overlap the
+// Service range or the nodes' network (checked once that exists). With
+// WithReuse, clusters of different ranges are told apart.
+func WithPodSubnet(cidr string) Option {
+	return func(c *config) error {
+		p, err := parseSubnet("pod subnet", cidr, 8, 24)
+		if err != nil {
+			return err
+		}
+		c.pods = p
+		if p == defaultPodSubnet {
+			c.pods = ""
+		}
+		return nil
+	}
+}
+
+// WithServiceSubnet sets the cluster's Service range, an IPv4 range from
+// a /12 (the largest the API server takes) to a /28. The API server's
+// Service is its first address, the cluster DNS its tenth. Default:
+// 10.96.0.0/16, as kind's. With WithReuse, clusters of different ranges
+// are told apart.
+func WithServiceSubnet(cidr string) Option {
+	return func(c *config) error {
+		p, err := parseSubnet("Service subnet", cidr, 12, 28)
+		if err != nil {
+			return err
+		}
+		c.services = p
+		if p == defaultServiceSubnet {
+			c.services = ""
+		}
+		return nil
+	}
+}
+
+// parseSubnet reads an IPv4 range whose prefix length is from shortest
+// to longest.
+func parseSubnet(what, cidr string, shortest, longest int) (string, error) {
+	p, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+	switch {
+	case err != nil || !p.Addr().Is4():
+		return "", fmt.Errorf("%s %q: not an IPv4 range such as 10.100.0.0/16 (kindtest clusters are IPv4 only)", what, cidr)
+	case p.Masked() != p:
+		return "", fmt.Errorf("%s %q: has bits set past its /%d: did you mean %s?", what, cidr, p.Bits(), p.Masked())
+	case p.Bits() < shortest || p.Bits() > longest:
+		return "", fmt.Errorf("%s %q: a /%d; use a /%d to a /%d", what, cidr, p.Bits(), shortest, longest)
+	case !p.Addr().IsPrivate() && !p.Addr().IsGlobalUnicast():
+		return "", fmt.Errorf("%s %q: not a unicast range (loopback, link-local and multicast ranges cannot be routed to pods)", what, cidr)
+	}
+	return p.String(), nil
+}
+
+// validateSubnets checks the ranges against each other and the node
+// count.
+func (c *config) validateSubnets() []error {
+	var errs []error
+	pods, services := netip.MustParsePrefix(c.podSubnet()), netip.MustParsePrefix(c.serviceSubnet())
+	if pods.Overlaps(services) {
+		errs = append(errs, fmt.Errorf("pod subnet %s and Service subnet %s overlap: give them ranges apart", pods, services))
+	}
+	if nodes := 1 + c.workers + c.controlPlanes - 1; c.kubernetes && !c.noDefaultCNI && nodes > 1<<(24-pods.Bits()) {
+		errs = append(errs, fmt.Errorf("pod subnet %s: holds %d /24s, one per node, for %d nodes: use a larger range", pods, 1<<(24-pods.Bits()), nodes))
+	}
+	if (c.pods != "" || c.services != "") && !c.kubernetes {
+		errs = append(errs, errors.New("pod and Service subnets are Kubernetes', which WithoutKubernetes leaves out: drop one of them"))
+	}
+	return errs
+}
+
 // proxyMode is kube-proxy's mode, iptables when none was set.
 func (s shape) proxyMode() KubeProxyMode {
 	if s.kubeProxyMode == "" {
@@ -741,12 +820,11 @@ func (s shape) proxyMode() KubeProxyMode {
 // naming the field and why: name, kubeadmConfigPatches(JSON6902),
 // containerdConfigPatches(JSON6902), nodes[].image,
 // nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
-// networking field but disableDefaultCNI (true is WithoutDefaultCNI) and
+// networking field but disableDefaultCNI (true is WithoutDefaultCNI),
 // kubeProxyMode (iptables, nftables or ipvs, as WithKubeProxyMode; kind's
-// none is refused); ipFamily, podSubnet and serviceSubnet are accepted
-// when they state kindtest's own values: ipv4, 10.244.0.0/16,
-// 10.96.0.0/16. Options after it add to or override what it set.
-// Default: none.
+// none is refused), podSubnet and serviceSubnet (as WithPodSubnet and
+// WithServiceSubnet); ipFamily is accepted when it says ipv4. Options
+// after it add to or override what it set. Default: none.
 func WithKindConfig(data []byte) Option {
 	return func(c *config) error {
 		if err := applyKindConfig(c, data); err != nil {

@@ -66,6 +66,8 @@ func TestReuseHashCoversShape(t *testing.T) {
 		{WithProxy("http://proxy.example.com:3128", "", "")},
 		{WithKubeProxyMode(KubeProxyNFTables)},
 		{WithKubeProxyMode(KubeProxyIPVS)},
+		{WithPodSubnet("10.123.0.0/16")},
+		{WithServiceSubnet("10.124.0.0/16")},
 	}
 	seen := map[string]int{reuseHash(def, "img"): -1}
 	changed := map[string]bool{}

@@ -69,7 +69,7 @@ func (c *Cluster) proxyEnvCommand() []string {
 			no = append(no, v)
 		}
 	}
-	no = append(no, "localhost", "127.0.0.1", "::1", podSubnet, serviceSubnet, ".svc", ".svc.cluster.local", ".cluster.local")
+	no = append(no, "localhost", "127.0.0.1", "::1", c.cfg.podSubnet(), c.cfg.serviceSubnet(), ".svc", ".svc.cluster.local", ".cluster.local")
 	for _, n := range c.nodes {
 		no = append(no, n.name)
 	}

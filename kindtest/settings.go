@@ -86,13 +86,13 @@ var ownFlags = map[Component]map[string]string{
 		"advertise-address":        "kindtest advertises the control plane's address on the cluster network",
 		"secure-port":              "kindtest publishes the API server's port 6443",
 		"etcd-servers":             "kindtest runs a local etcd for the API server",
-		"service-cluster-ip-range": "kindtest's Service range is fixed at " + serviceSubnet,
+		"service-cluster-ip-range": "use WithServiceSubnet",
 	},
 	KubeControllerManager: {
 		"feature-gates":            "use WithFeatureGates",
-		"allocate-node-cidrs":      "kindtest gives each node a fixed pod range (10.244.<node index>.0/24) before boot",
-		"cluster-cidr":             "kindtest's pod range is fixed at " + podSubnet,
-		"service-cluster-ip-range": "kindtest's Service range is fixed at " + serviceSubnet,
+		"allocate-node-cidrs":      "kindtest gives each node a fixed pod range (the pod subnet's /24 of the node's index) before boot",
+		"cluster-cidr":             "use WithPodSubnet",
+		"service-cluster-ip-range": "use WithServiceSubnet",
 	},
 	KubeScheduler: {
 		"feature-gates": "use WithFeatureGates",

@@ -79,6 +79,9 @@ type Container struct {
 	// Gateways by network name: the engine host's address on each
 	// network, what the container reaches its host at.
 	Gateways map[string]string
+	// Subnets by network name: the network's IPv4 range, as the
+	// container's address and prefix length give it.
+	Subnets map[string]netip.Prefix
 	// Ports maps "6443/tcp" to the host address it is published on.
 	Ports map[string]string
 	// NetworkMode is the container's network mode: "bridge", "host",
@@ -198,6 +201,7 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		Name:     strings.TrimPrefix(info.Name, "/"),
 		IPs:      map[string]string{},
 		Gateways: map[string]string{},
+		Subnets:  map[string]netip.Prefix{},
 		Ports:    map[string]string{},
 	}
 	if info.Config != nil {
@@ -223,6 +227,9 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 			}
 			out.IPs[name] = ep.IPAddress
 			out.Gateways[name] = ep.Gateway
+			if a, err := netip.ParseAddr(ep.IPAddress); err == nil && ep.IPPrefixLen > 0 {
+				out.Subnets[name] = netip.PrefixFrom(a, ep.IPPrefixLen).Masked()
+			}
 		}
 		for port, bindings := range info.NetworkSettings.Ports {
 			for _, b := range bindings {
