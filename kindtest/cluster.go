@@ -74,6 +74,9 @@ type life struct {
 	marked    bool
 	reuseLock *flock.Lock     // held while this run uses a reusable cluster
 	reaper    *reaper.Session // the reaper session this cluster is registered with
+	// serviceLBs runs the LoadBalancer Services' load balancers
+	// (WithLoadBalancerServices), in the process that made the cluster.
+	serviceLBs *serviceLBs
 
 	endOnce sync.Once // the cluster is released, kept or removed once
 	endErr  error

@@ -127,8 +127,12 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 func (c *Cluster) setup(ctx context.Context, cr *creation) error {
 	if c.cfg.reuse {
 		ok, err := c.attachReusable(ctx)
-		if err != nil || ok {
+		if err != nil {
 			return err
+		}
+		if ok {
+			c.startServiceLBs()
+			return nil
 		}
 		lock, ok, err := reuseLock(c.name)
 		if err != nil {
@@ -159,6 +163,7 @@ func (c *Cluster) setup(ctx context.Context, cr *creation) error {
 	c.life.mu.Lock()
 	c.life.ready = true
 	c.life.mu.Unlock()
+	c.startServiceLBs()
 	return nil
 }
 

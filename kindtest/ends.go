@@ -55,6 +55,7 @@ func (c *Cluster) ending(o lifetime.Outcome) ending {
 // timeout instead, and then not cut short by ctx's cancellation.
 func (c *Cluster) end(ctx context.Context, o lifetime.Outcome) error {
 	c.life.endOnce.Do(func() {
+		c.stopServiceLBs()
 		if _, ok := ctx.Deadline(); !ok {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), c.cfg.deleteTimeout)

@@ -31,7 +31,7 @@ var kindUnsupported = map[string]string{
 // kindDefaults are values of unsupported fields that are what kindtest
 // does anyway, so that a kind config spelling them out is accepted.
 var kindDefaults = map[string]string{
-	"networking.ipFamily":      "ipv4",
+	"networking.ipFamily": "ipv4",
 }
 
 type kindCluster struct {

@@ -62,6 +62,9 @@ var reaperImage = sidecar{what: "reaper", image: ReaperImage}
 // isSidecar says whether a container of a cluster, by its role label, is
 // a sidecar rather than a node.
 func isSidecar(role string) bool {
+	if role == RoleServiceLoadBalancer {
+		return true
+	}
 	for _, s := range sidecars {
 		if s.role == role {
 			return true
@@ -137,6 +140,9 @@ type adoptedSidecar struct {
 // nodes (see record).
 func (c *Cluster) adoptSidecars(ctx context.Context, cs []docker.Container) (nodes []docker.Container, found []adoptedSidecar, err error) {
 	for _, ct := range cs {
+		if ct.Labels[LabelRole] == RoleServiceLoadBalancer {
+			continue // neither a node nor a sidecar to record
+		}
 		var s *sidecar
 		for i := range sidecars {
 			if sidecars[i].role == ct.Labels[LabelRole] {

@@ -295,18 +295,49 @@ func runLoadBalancer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("lb", flag.ContinueOnError)
 	listen := fs.String("listen", ":6443", "address to accept clients on")
 	backends := fs.String("backends", "", "comma-separated HOST:PORT backends")
+	var forwards forwardFlag
+	fs.Var(&forwards, "forward", "LISTEN=HOST:PORT,HOST:PORT... : balance another address (repeatable; instead of -listen and -backends)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if *backends == "" {
-		return usageError{"lb: -backends is required"}
+	if len(forwards) == 0 {
+		if *backends == "" {
+			return usageError{"lb: -backends or -forward is required"}
+		}
+		forwards = append(forwards, forward{*listen, strings.Split(*backends, ",")})
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
+	logf := log.New(os.Stderr, "", log.LstdFlags).Printf
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(forwards))
+	for _, f := range forwards {
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return err
+		}
+		go func() { errs <- lb.Serve(ctx, ln, lb.Config{Backends: f.backends, Logf: logf}) }()
 	}
-	return lb.Serve(ctx, ln, lb.Config{
-		Backends: strings.Split(*backends, ","),
-		Logf:     log.New(os.Stderr, "", log.LstdFlags).Printf,
-	})
+	// The first balancer to end ends the others.
+	err := <-errs
+	cancel()
+	return err
+}
+
+// forward is one -forward of the lb subcommand.
+type forward struct {
+	listen   string
+	backends []string
+}
+
+type forwardFlag []forward
+
+func (f *forwardFlag) String() string { return fmt.Sprint(*f) }
+
+func (f *forwardFlag) Set(v string) error {
+	listen, backends, ok := strings.Cut(v, "=")
+	if !ok || listen == "" || backends == "" {
+		return fmt.Errorf("%q: want LISTEN=HOST:PORT[,HOST:PORT...]", v)
+	}
+	*f = append(*f, forward{listen, strings.Split(backends, ",")})
+	return nil
 }

@@ -22,8 +22,9 @@ import (
 )
 
 // placementTests run where the test process is not on the engine's host:
-// readiness, kubeconfig, LoadImage and the reaper must all work from there.
-var placementTests = []string{"TestKubernetes", "TestLoadImagePlatforms", "TestKilledProcessLeavesNothing"}
+// readiness, kubeconfig, LoadImage, the reaper and the LoadBalancer
+// Services' addresses must all work from there.
+var placementTests = []string{"TestKubernetes", "TestLoadImagePlatforms", "TestKilledProcessLeavesNothing", "TestLoadBalancerServices"}
 
 // TestRemoteEngine runs engine tests against a Docker 26 engine reached
 // only over TCP, from a network namespace of the test's own joined to the
