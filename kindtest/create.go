@@ -93,7 +93,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		dc.Close()
 		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
 	}
-	for _, s := range sidecars {
+	for _, s := range append(sidecars, serviceLBImage) {
 		if !s.wanted(cfg) {
 			continue
 		}

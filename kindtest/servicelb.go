@@ -34,6 +34,11 @@ const (
 	labelServicePorts = "dev.kindtest.service-ports"
 )
 
+// serviceLBImage is the Services' load balancers' image as a sidecar:
+// only ensureImage applies, before anything is created.
+var serviceLBImage = sidecar{option: "WithLoadBalancerServices", what: "load balancer", image: LoadBalancerImage,
+	wanted: func(cfg *config) bool { return cfg.serviceLBs }}
+
 // serviceLBInterval is how often the Services are looked at.
 const serviceLBInterval = time.Second
 

@@ -39,7 +39,7 @@ func TestRemoteEngine(t *testing.T) {
 	bin := enginetest.BuildTests(t, "./kindtest")
 	e := enginetest.StartEngine(t, host, enginetest.EngineConfig{
 		ListenTCP: true,
-		Images:    []string{node, kindtest.ReaperImage},
+		Images:    []string{node, kindtest.ReaperImage, kindtest.LoadBalancerImage},
 	})
 	netns, ip := e.RemoteNetNS(t)
 	env := []string{
