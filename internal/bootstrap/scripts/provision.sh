@@ -43,8 +43,14 @@ else
         # An ancestor of the node's cgroup is mounted (crun, podman's
         # runtime, mounts the engine's): mount the node's own cgroup
         # there instead, as runc does, or the kubelets of all nodes
-        # would share one cgroup root and remove each other's pods.
-        mount --bind "$mnt${own#"${root%/}"}" "$mnt"
+        # would share one cgroup root and remove each other's pods. The
+        # ancestor's mount goes: the node's runc takes the first mount of
+        # a hierarchy it finds for its containers' cgroups.
+        tmp=$(mktemp -d)
+        mount --bind "$mnt${own#"${root%/}"}" "$tmp"
+        umount "$mnt"
+        mount --move "$tmp" "$mnt"
+        rmdir "$tmp"
         root=$own
         ;;
     esac
