@@ -329,9 +329,18 @@ exec dockerd "$@"
 // containers-common installs one): netavark is named, as trixie's
 // defaults to. podman gives privileged containers the capabilities of its
 // own bounding set, so a host without CAP_SYS_RESOURCE needs no wrapper
-// here.
+// here. netavark masquerades whatever leaves a network's subnet for
+// another address, bridged traffic included where br_netfilter hands it
+// to netfilter (this host's engine loads it): a node's packet to a pod on
+// another node then leaves with the gateway's address, and a NodePort
+// reached from a node whose endpoints are all elsewhere timed out. Docker
+// masquerades only what leaves by another interface. So bridged traffic
+// skips netfilter in the engine's namespace (see docs/engines.md).
 const podmanEntrypoint = `set -eu
 export PODMAN_IGNORE_CGROUPSV1_WARNING=1
+if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
+  echo 0 > /proc/sys/net/bridge/bridge-nf-call-iptables
+fi
 mkdir -p /etc/containers/containers.conf.d
 printf '[network]\nnetwork_backend = "netavark"\n' > /etc/containers/containers.conf.d/50-kindtest.conf
 exec podman system service --time=0 "unix://$SOCK"

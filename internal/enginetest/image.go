@@ -59,8 +59,9 @@ type recipe struct {
 }
 
 // podmanPackages are a rootful podman's: the engine, its OCI runtime,
-// conmon, and netavark with aardvark-dns for bridge networks with DNS.
-var podmanPackages = []string{"podman", "crun", "conmon", "netavark", "aardvark-dns", "iptables", "ca-certificates", "iproute2", "procps"}
+// conmon, and netavark with aardvark-dns for bridge networks with DNS
+// (trixie's netavark runs nft, bookworm's iptables).
+var podmanPackages = []string{"podman", "crun", "conmon", "netavark", "aardvark-dns", "nftables", "iptables", "ca-certificates", "iproute2", "procps"}
 
 // goBuild is one `go build` in a nested module.
 type goBuild struct {
