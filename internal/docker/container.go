@@ -183,6 +183,14 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Dura
 // RemoveContainer force-removes a container and its anonymous volumes. A
 // container that does not exist counts as removed.
 func (c *Client) RemoveContainer(ctx context.Context, id string) error {
+	if c.engine.podman {
+		// podman's forced removal stops the container first, with its
+		// stop signal and stop timeout (10 s): a node whose entrypoint
+		// still waits for the boot signal ignores systemd's SIGRTMIN+3.
+		// Docker's sends SIGKILL at once; so does this. A container that
+		// is not running, or gone, refuses the kill, which is no matter.
+		_ = c.api.ContainerKill(ctx, id, "SIGKILL")
+	}
 	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", id, err)
