@@ -16,12 +16,13 @@ import (
 	"github.com/docker/docker/api/types/network"
 )
 
-// Version responses as the engines send them (trimmed): podman 5.4.2 of
-// Debian trixie, podman 4.3.1 of bookworm, Docker 26.1.5.
+// Version responses: podman 5.4.2 of Debian trixie and 4.3.1 of bookworm
+// as they answered in the engine matrix (trimmed); a podman 3.4 and
+// Docker 26.1.5 written in the same layout (podman 3 reported API 1.40).
 const (
-	podman5Version = `{"Platform":{"Name":"linux/amd64/debian-13"},"Components":[{"Name":"Podman Engine","Version":"5.4.2","Details":{"APIVersion":"5.4.2","MinAPIVersion":"4.0.0"}},{"Name":"Conmon","Version":"conmon version 2.1.12, commit: unknown"},{"Name":"OCI Runtime (crun)","Version":"crun version 1.21"}],"Version":"5.4.2","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux","Arch":"amd64"}`
-	podman4Version = `{"Platform":{"Name":"linux/amd64/debian-12"},"Components":[{"Name":"Podman Engine","Version":"4.3.1","Details":{"APIVersion":"4.3.1","MinAPIVersion":"4.0.0"}}],"Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux"}`
-	podman3Version = `{"Platform":{"Name":"linux/amd64/ubuntu-22.04"},"Components":[{"Name":"Podman Engine","Version":"3.4.4"}],"Version":"3.4.4","ApiVersion":"1.40","MinAPIVersion":"1.24","Os":"linux"}`
+	podman5Version  = `{"Platform":{"Name":"linux/amd64/debian-13"},"Components":[{"Name":"Podman Engine","Version":"5.4.2","Details":{"APIVersion":"5.4.2","MinAPIVersion":"4.0.0"}},{"Name":"Conmon","Version":"conmon version 2.1.12, commit: unknown"},{"Name":"OCI Runtime (crun)","Version":"crun version 1.21"}],"Version":"5.4.2","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux","Arch":"amd64"}`
+	podman4Version  = `{"Platform":{"Name":"linux/amd64/debian-12"},"Components":[{"Name":"Podman Engine","Version":"4.3.1","Details":{"APIVersion":"4.3.1","MinAPIVersion":"4.0.0"}}],"Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux"}`
+	podman3Version  = `{"Platform":{"Name":"linux/amd64/ubuntu-22.04"},"Components":[{"Name":"Podman Engine","Version":"3.4.4"}],"Version":"3.4.4","ApiVersion":"1.40","MinAPIVersion":"1.24","Os":"linux"}`
 	docker26Version = `{"Platform":{"Name":""},"Components":[{"Name":"Engine","Version":"26.1.5+dfsg1"},{"Name":"containerd","Version":"1.7.24~ds1"},{"Name":"runc","Version":"1.1.15"},{"Name":"docker-init","Version":"0.19.0"}],"Version":"26.1.5+dfsg1","ApiVersion":"1.45","MinAPIVersion":"1.24","Os":"linux"}`
 )
 

@@ -104,7 +104,7 @@ func (r Release) recipe() (recipe, error) {
 	case Podman4:
 		return recipe{suite: "bookworm", packages: podmanPackages, podman: true}, nil
 	}
-	return recipe{}, fmt.Errorf("unknown test engine %q: use enginetest.Docker26, Docker29, Podman5 or Podman4", r)
+	return recipe{}, fmt.Errorf("unknown test engine %q: use enginetest.Docker26, enginetest.Docker29, enginetest.Podman5 or enginetest.Podman4", r)
 }
 
 const (
