@@ -31,6 +31,7 @@ const MinAPIVersion = "1.41"
 type Client struct {
 	api    *client.Client
 	source string
+	engine engine
 }
 
 // New connects to the engine the docker CLI would use (see resolveEndpoint:
@@ -79,7 +80,12 @@ func connect(ctx context.Context, ep endpoint) (*Client, error) {
 	// Ping negotiated the version; make sure later calls use it.
 	api.NegotiateAPIVersion(ctx)
 	c := &Client{api: api, source: ep.Source}
-	if err := c.checkVersion(ctx, ping.APIVersion); err != nil {
+	c.detectEngine(pingCtx)
+	if err := c.checkVersion(ping.APIVersion); err != nil {
+		api.Close()
+		return nil, err
+	}
+	if err := c.engine.check(c.Host()); err != nil {
 		api.Close()
 		return nil, err
 	}
@@ -125,13 +131,17 @@ func fileExists(path string) bool {
 
 // checkVersion refuses an engine whose API is older than MinAPIVersion, or
 // a client pinned below it with DOCKER_API_VERSION.
-func (c *Client) checkVersion(ctx context.Context, serverAPI string) error {
+func (c *Client) checkVersion(serverAPI string) error {
 	if serverAPI != "" && versions.LessThan(serverAPI, MinAPIVersion) {
 		engine := "an engine"
-		if v, err := c.api.ServerVersion(ctx); err == nil && v.Version != "" {
-			engine = "Docker " + v.Version
+		if c.engine.version != "" {
+			engine = c.engine.String()
 		}
-		return fmt.Errorf("the engine at %s is %s with API %s; kindtest needs API %s (Docker 20.10) or newer: upgrade the engine, or point DOCKER_HOST at a newer one", c.Host(), engine, serverAPI, MinAPIVersion)
+		need := "Docker 20.10"
+		if c.engine.podman {
+			need = "podman " + MinPodmanVersion
+		}
+		return fmt.Errorf("the engine at %s is %s with API %s; kindtest needs API %s (%s) or newer: upgrade the engine, or point DOCKER_HOST at a newer one", c.Host(), engine, serverAPI, MinAPIVersion, need)
 	}
 	if v := c.api.ClientVersion(); versions.LessThan(v, MinAPIVersion) {
 		return fmt.Errorf("the Docker client is pinned to API %s (DOCKER_API_VERSION); kindtest needs %s or newer: unset DOCKER_API_VERSION", v, MinAPIVersion)

@@ -51,7 +51,13 @@ func hangingEngine(t *testing.T) *Client {
 		w.Header().Set("OSType", "linux")
 		fmt.Fprint(w, "OK")
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/version") {
+			fmt.Fprint(w, `{"Version":"26.1.5","ApiVersion":"1.45"}`)
+			return
+		}
+		<-r.Context().Done()
+	})
 	srv := httptest.NewUnstartedServer(mux)
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	l, err := net.Listen("unix", sock)

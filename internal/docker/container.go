@@ -55,6 +55,10 @@ type ContainerSpec struct {
 	CgroupnsMode string
 }
 
+// podmanVolumeOptions are the options of a named volume on podman: those
+// Docker gives it.
+const podmanVolumeOptions = "suid,exec,dev"
+
 // PortBinding publishes ContainerPort/tcp on HostIP:HostPort; an empty
 // HostPort lets the engine choose one.
 type PortBinding struct {
@@ -126,6 +130,17 @@ func (c *Client) CreateContainer(ctx context.Context, spec ContainerSpec) (strin
 		host.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined", "label=disable"}
 	}
 	for name, target := range spec.Volumes {
+		if c.engine.podman {
+			// podman mounts named volumes nosuid,nodev, where Docker's are
+			// suid, exec and dev, which a node's /var needs (setuid
+			// programs of pods, device nodes of containerd's snapshots).
+			// Only a bind's options can say otherwise (the API's Mount has
+			// no field for them); Docker refuses them, podman takes them.
+			// A volume podman creates for a bind carries no labels: the
+			// callers create theirs first.
+			host.Binds = append(host.Binds, name+":"+target+":"+podmanVolumeOptions)
+			continue
+		}
 		host.Mounts = append(host.Mounts, mount.Mount{
 			Type: mount.TypeVolume, Source: name, Target: target,
 			VolumeOptions: &mount.VolumeOptions{Labels: spec.Labels},
@@ -174,6 +189,14 @@ func (c *Client) StopContainer(ctx context.Context, id string, timeout time.Dura
 // RemoveContainer force-removes a container and its anonymous volumes. A
 // container that does not exist counts as removed.
 func (c *Client) RemoveContainer(ctx context.Context, id string) error {
+	if c.engine.podman {
+		// podman's forced removal stops the container first, with its
+		// stop signal and stop timeout (10 s): a node whose entrypoint
+		// still waits for the boot signal ignores systemd's SIGRTMIN+3.
+		// Docker's sends SIGKILL at once; so does this. A container that
+		// is not running, or gone, refuses the kill, which is no matter.
+		_ = c.api.ContainerKill(ctx, id, "SIGKILL")
+	}
 	err := c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !IsNotFound(err) {
 		return fmt.Errorf("remove container %s: %w", id, err)
@@ -211,6 +234,9 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 	if info.HostConfig != nil {
 		out.NetworkMode = string(info.HostConfig.NetworkMode)
 	}
+	if c.engine.podman && info.NetworkSettings != nil {
+		out.NetworkMode = podmanNetworkMode(out.NetworkMode, info.NetworkSettings.Networks)
+	}
 	for _, m := range info.Mounts {
 		out.Mounts = append(out.Mounts, Mount{Source: m.Source, Destination: m.Destination})
 	}
@@ -240,6 +266,19 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		}
 	}
 	return out, nil
+}
+
+// podmanNetworkMode is the network mode Docker would report for a
+// container of podman: podman says "bridge" for a container on any bridge
+// network of its own, where Docker names the network it was created on.
+func podmanNetworkMode(mode string, networks map[string]*network.EndpointSettings) string {
+	if mode != "bridge" || len(networks) != 1 {
+		return mode
+	}
+	for name := range networks {
+		return name
+	}
+	return mode
 }
 
 // parsePort reads a port number the engine reported; 0 if it is not one.

@@ -27,12 +27,8 @@ func (c *Client) Created(ctx context.Context, since time.Time) <-chan string {
 		for {
 			select {
 			case m := <-msgs:
-				name := m.Actor.Attributes["name"]
-				if m.Type == events.VolumeEventType || name == "" {
-					name = m.Actor.ID
-				}
 				select {
-				case out <- name:
+				case out <- createdName(m):
 				case <-ctx.Done():
 					return
 				}
@@ -44,4 +40,21 @@ func (c *Client) Created(ctx context.Context, since time.Time) <-chan string {
 		}
 	}()
 	return out
+}
+
+// createdName is the name of what a create event is about. Docker names a
+// volume by its actor's ID and the rest by a "name" attribute; podman
+// leaves a volume's ID empty, names it by the attribute, and names a
+// network by a "network" attribute.
+func createdName(m events.Message) string {
+	attrs := m.Actor.Attributes
+	switch {
+	case m.Type == events.VolumeEventType && m.Actor.ID != "":
+		return m.Actor.ID
+	case attrs["name"] != "":
+		return attrs["name"]
+	case m.Type == events.NetworkEventType && attrs["network"] != "":
+		return attrs["network"]
+	}
+	return m.Actor.ID
 }

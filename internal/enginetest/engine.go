@@ -35,6 +35,8 @@ const LabelEngine = lifetime.LabelTestEngine
 // EngineConfig says how to run a test engine.
 type EngineConfig struct {
 	// Release is the engine to run; the default is Docker26.
+	// ContainerdStore, ListenTCP and daemon.json are Docker's: for podman
+	// ContainerdStore must be false, and ListenTCP is refused.
 	Release Release
 	// ContainerdStore makes the engine keep images in containerd's store:
 	// Docker 26 by "features": {"containerd-snapshotter": true}, Docker 29
@@ -56,7 +58,7 @@ type Engine struct {
 	Host string
 	// Client talks to it through that socket.
 	Client *docker.Client
-	// Version is the engine's Docker version.
+	// Version is the engine's version, Docker's or podman's.
 	Version string
 	// PID is the engine container's init process on this host; its
 	// network namespace is /proc/PID/ns/net.
@@ -90,6 +92,9 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		t.Fatal(err)
 	}
 	volume := name + "-data"
+	if r.podman && cfg.ListenTCP {
+		t.Fatalf("test engine %s: podman's service listens on one address; ListenTCP is for Docker's releases", release)
+	}
 	labels := map[string]string{LabelEngine: OwnerID()}
 	var id string
 	t.Cleanup(func() {
@@ -129,15 +134,20 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 	if cfg.ListenTCP {
 		env = append(env, "LISTEN_TCP=1")
 	}
+	entrypoint, data := engineEntrypoint, "/var/lib/docker"
+	if r.podman {
+		entrypoint, data, store = podmanEntrypoint, "/var/lib/containers", "containers/storage"
+		env = env[:1]
+	}
 	id, err = host.CreateContainer(ctx, docker.ContainerSpec{
 		Name:       name,
 		Hostname:   name,
 		Image:      ref,
 		Labels:     labels,
 		Env:        env,
-		Entrypoint: []string{"/bin/sh", "-c", engineEntrypoint, "engine"},
+		Entrypoint: []string{"/bin/sh", "-c", entrypoint, "engine"},
 		Privileged: true,
-		Volumes:    map[string]string{volume: "/var/lib/docker"},
+		Volumes:    map[string]string{volume: data},
 		Binds:      []string{dir + ":" + dir, "/lib/modules:/lib/modules:ro"},
 		Tmpfs:      map[string]string{"/run": ""},
 		Network:    "none",
@@ -164,6 +174,9 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 		t.Fatal(err)
 	}
 	e.Version = ei.Version
+	if e.Client.Podman() != r.podman {
+		t.Fatalf("test engine %s: the client reads it as %s", release, e.Client.EngineName())
+	}
 	if ei.ContainerdStore != cfg.ContainerdStore {
 		t.Fatalf("test engine: containerd image store is %v, want %v", ei.ContainerdStore, cfg.ContainerdStore)
 	}
@@ -173,6 +186,10 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 			t.Fatalf("copy images into the test engine: %v", err)
 		}
 		t.Logf("test engine %s: copied %s in %v", name, strings.Join(cfg.Images, ", "), time.Since(start).Round(100*time.Millisecond))
+	}
+	if r.podman {
+		t.Logf("test engine %s (%s): %s, %s, %s", name, release, e.Client.EngineName(), store, e.Host)
+		return e
 	}
 	t.Logf("test engine %s (%s): Docker %s, containerd store %v (%s), daemon.json %s, %s", name, release, e.Version, ei.ContainerdStore, store, daemonJSON, e.Host)
 	return e
@@ -302,6 +319,31 @@ EOF
   set -- "$@" --add-runtime kt-runc=/usr/local/bin/runc-drop-sys-resource --default-runtime kt-runc
 fi
 exec dockerd "$@"
+`
+
+// podmanEntrypoint starts podman's Docker-compatible service in the
+// engine container, rootful, until the container stops. podman 5 warns at
+// every command that cgroup v1 (this project's build machine) is
+// deprecated. Bookworm's podman 4.3 picks CNI, whose plugins it does not
+// depend on, wherever a CNI configuration is installed (its
+// containers-common installs one): netavark is named, as trixie's
+// defaults to. podman gives privileged containers the capabilities of its
+// own bounding set, so a host without CAP_SYS_RESOURCE needs no wrapper
+// here. netavark masquerades whatever leaves a network's subnet for
+// another address, bridged traffic included where br_netfilter hands it
+// to netfilter (this host's engine loads it): a node's packet to a pod on
+// another node then leaves with the gateway's address, and a NodePort
+// reached from a node whose endpoints are all elsewhere timed out. Docker
+// masquerades only what leaves by another interface. So bridged traffic
+// skips netfilter in the engine's namespace (see docs/engines.md).
+const podmanEntrypoint = `set -eu
+export PODMAN_IGNORE_CGROUPSV1_WARNING=1
+if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
+  echo 0 > /proc/sys/net/bridge/bridge-nf-call-iptables
+fi
+mkdir -p /etc/containers/containers.conf.d
+printf '[network]\nnetwork_backend = "netavark"\n' > /etc/containers/containers.conf.d/50-kindtest.conf
+exec podman system service --time=0 "unix://$SOCK"
 `
 
 // RemoteNetNS makes a network namespace of the test's own, joined to the

@@ -24,7 +24,9 @@ var matrixTests = []string{"TestNodeLifecycle", "TestExec", "TestLoadImagePlatfo
 // engine, with each image store: Debian trixie's Docker 26 with the
 // classic store (its default) and the containerd store, and Docker 29
 // built from github.com/moby/moby/v2 with the containerd store (its
-// default) and the classic store. The test process runs in the engine's
+// default) and the classic store, and rootful podman through its
+// Docker-compatible API: Debian trixie's 5.4 and bookworm's 4.3, with
+// podman's own image store. The test process runs in the engine's
 // network namespace: for it, the engine is on the local host, as for a
 // developer whose Docker is at /var/run/docker.sock. Before the tests,
 // api-version checks what the client negotiated with the engine.
@@ -38,6 +40,8 @@ func TestEngineMatrix(t *testing.T) {
 	}{
 		{enginetest.Docker26, []string{"classic-store", "containerd-store"}},
 		{enginetest.Docker29, []string{"containerd-store", "classic-store"}},
+		{enginetest.Podman5, []string{"containers-storage"}},
+		{enginetest.Podman4, []string{"containers-storage"}},
 	} {
 		t.Run(string(engine.release), func(t *testing.T) {
 			for _, store := range engine.stores {

@@ -35,6 +35,12 @@ const (
 	// node image's, and trixie's runc. It keeps images in containerd's
 	// store by default.
 	Docker29 Release = "docker29"
+	// Podman5 is Debian trixie's podman (5.4) with crun, conmon and
+	// netavark, rootful, serving its Docker-compatible API (`podman
+	// system service`).
+	Podman5 Release = "podman5"
+	// Podman4 is Debian bookworm's podman (4.3), the same way.
+	Podman4 Release = "podman4"
 )
 
 // recipe is how a release's image is made: Debian packages, then programs
@@ -48,7 +54,14 @@ type recipe struct {
 	containerdStoreByDefault bool
 	// features go into the daemon.json of every engine of the release.
 	features map[string]bool
+	// podman: the engine is `podman system service`, not dockerd.
+	podman bool
 }
+
+// podmanPackages are a rootful podman's: the engine, its OCI runtime,
+// conmon, and netavark with aardvark-dns for bridge networks with DNS
+// (trixie's netavark runs nft, bookworm's iptables).
+var podmanPackages = []string{"podman", "crun", "conmon", "netavark", "aardvark-dns", "nftables", "iptables", "ca-certificates", "iproute2", "procps"}
 
 // goBuild is one `go build` in a nested module.
 type goBuild struct {
@@ -86,8 +99,12 @@ func (r Release) recipe() (recipe, error) {
 			// turns them off, as before Docker 29.
 			features: map[string]bool{"time-namespaces": false},
 		}, nil
+	case Podman5:
+		return recipe{suite: "trixie", packages: podmanPackages, podman: true}, nil
+	case Podman4:
+		return recipe{suite: "bookworm", packages: podmanPackages, podman: true}, nil
 	}
-	return recipe{}, fmt.Errorf("unknown test engine %q: use enginetest.Docker26 or enginetest.Docker29", r)
+	return recipe{}, fmt.Errorf("unknown test engine %q: use enginetest.Docker26, enginetest.Docker29, enginetest.Podman5 or enginetest.Podman4", r)
 }
 
 const (

@@ -18,7 +18,7 @@ func TestLastRelease(t *testing.T) {
 
 func TestUnknownRelease(t *testing.T) {
 	_, err := Release("docker27").recipe()
-	if err == nil || !strings.Contains(err.Error(), "enginetest.Docker29") {
+	if err == nil || !strings.Contains(err.Error(), "enginetest.Docker29") || !strings.Contains(err.Error(), "enginetest.Podman4") {
 		t.Errorf("recipe of an unknown release: %v, want an error naming the known ones", err)
 	}
 }

@@ -30,11 +30,30 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 else
   # cgroup v1: the node's cgroups are named /docker/<id>... in
   # /proc/self/cgroup but mounted at the root; bind each mount at that path
-  # too so the kubelet finds the cgroups it is told it is in. The list is
-  # read first: the binds themselves would show up in it.
-  mounts=$(cat /proc/self/mountinfo)
-  echo "$mounts" | while read -r _ _ _ root mnt _ _ _ fstype _; do
-    [ "$fstype" = cgroup ] || continue
+  # too so the kubelet finds the cgroups it is told it is in. The list
+  # (root, mount point, super options of each hierarchy) is read first:
+  # the binds themselves would show up in it.
+  mounts=$(awk '{ for (i = 7; $i != "-"; i++) ; if ($(i+1) == "cgroup") print $4, $5, $(i+3) }' /proc/self/mountinfo)
+  echo "$mounts" | while read -r root mnt opts; do
+    # The node's own cgroup in this hierarchy: the /proc/self/cgroup line
+    # of a controller (or name=) among the mount's options.
+    own=$(awk -F: -v opts=",$opts," '{ n = split($2, c, ","); for (i = 1; i <= n; i++) if (index(opts, "," c[i] ",")) { print $3; exit } }' /proc/self/cgroup)
+    case "$own" in
+      "${root%/}"/?*)
+        # An ancestor of the node's cgroup is mounted (crun, podman's
+        # runtime, mounts the engine's): mount the node's own cgroup
+        # there instead, as runc does, or the kubelets of all nodes
+        # would share one cgroup root and remove each other's pods. The
+        # ancestor's mount goes: the node's runc takes the first mount of
+        # a hierarchy it finds for its containers' cgroups.
+        tmp=$(mktemp -d)
+        mount --bind "$mnt${own#"${root%/}"}" "$tmp"
+        umount "$mnt"
+        mount --move "$tmp" "$mnt"
+        rmdir "$tmp"
+        root=$own
+        ;;
+    esac
     [ "$root" = / ] && continue
     mkdir -p "$mnt$root"
     mountpoint -q "$mnt$root" || mount --bind "$mnt" "$mnt$root"

@@ -1,0 +1,95 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/versions"
+)
+
+// The engine behind the API: Docker's own daemon, or podman answering
+// through its Docker-compatible service (`podman system service`). The
+// two differ in ways the API's types do not show, which the calls of this
+// package handle where they arise (see Podman).
+
+// engine is what the engine's version response says it is.
+type engine struct {
+	podman bool
+	// version is the engine's own version ("26.1.5", podman's "5.4.2"),
+	// "" when the engine did not say.
+	version string
+}
+
+// MinPodmanVersion is the oldest podman kindtest works with, through its
+// Docker-compatible API: the oldest verified (Debian bookworm's).
+const MinPodmanVersion = "4.3.0"
+
+// engineOf reads the version response: podman names itself in its
+// components ("Podman Engine"), which Docker's list as "Engine",
+// "containerd", "runc" and "docker-init".
+func engineOf(v types.Version) engine {
+	e := engine{version: v.Version}
+	for _, c := range v.Components {
+		if strings.HasPrefix(c.Name, "Podman") {
+			e.podman = true
+			if c.Version != "" {
+				e.version = c.Version
+			}
+		}
+	}
+	if strings.Contains(strings.ToLower(v.Platform.Name), "podman") {
+		e.podman = true
+	}
+	return e
+}
+
+// String names the engine for messages: "Docker 26.1.5", "Podman 5.4.2".
+func (e engine) String() string {
+	name := "Docker"
+	if e.podman {
+		name = "Podman"
+	}
+	if e.version == "" {
+		return name
+	}
+	return name + " " + e.version
+}
+
+// check refuses a podman older than MinPodmanVersion, whatever API version
+// it reports.
+func (e engine) check(host string) error {
+	if !e.podman || e.version == "" {
+		return nil
+	}
+	if versions.LessThan(podmanRelease(e.version), MinPodmanVersion) {
+		return fmt.Errorf("the engine at %s is %s; kindtest needs podman %s or newer (its Docker-compatible API, `podman system service`): upgrade podman, or point DOCKER_HOST at a Docker engine", host, e, MinPodmanVersion)
+	}
+	return nil
+}
+
+// podmanRelease is the numeric part of a podman version ("4.3.1" of
+// "4.3.1-dev").
+func podmanRelease(v string) string {
+	if i := strings.IndexFunc(v, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+// detectEngine asks the engine what it is. An engine whose version
+// response fails counts as Docker of an unknown version, as before the
+// question was asked: every Docker engine kindtest supports answers it.
+func (c *Client) detectEngine(ctx context.Context) {
+	if v, err := c.api.ServerVersion(ctx); err == nil {
+		c.engine = engineOf(v)
+	}
+}
+
+// Podman reports whether the engine is podman's Docker-compatible service.
+func (c *Client) Podman() bool { return c.engine.podman }
+
+// EngineName names the engine and its version, for messages: "Docker
+// 26.1.5", "Podman 5.4.2".
+func (c *Client) EngineName() string { return c.engine.String() }

@@ -1,0 +1,164 @@
+package docker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/network"
+)
+
+// Version responses: podman 5.4.2 of Debian trixie and 4.3.1 of bookworm
+// as they answered in the engine matrix (trimmed); a podman 3.4 and
+// Docker 26.1.5 written in the same layout (podman 3 reported API 1.40).
+const (
+	podman5Version  = `{"Platform":{"Name":"linux/amd64/debian-13"},"Components":[{"Name":"Podman Engine","Version":"5.4.2","Details":{"APIVersion":"5.4.2","MinAPIVersion":"4.0.0"}},{"Name":"Conmon","Version":"conmon version 2.1.12, commit: unknown"},{"Name":"OCI Runtime (crun)","Version":"crun version 1.21"}],"Version":"5.4.2","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux","Arch":"amd64"}`
+	podman4Version  = `{"Platform":{"Name":"linux/amd64/debian-12"},"Components":[{"Name":"Podman Engine","Version":"4.3.1","Details":{"APIVersion":"4.3.1","MinAPIVersion":"4.0.0"}}],"Version":"4.3.1","ApiVersion":"1.41","MinAPIVersion":"1.24","Os":"linux"}`
+	podman3Version  = `{"Platform":{"Name":"linux/amd64/ubuntu-22.04"},"Components":[{"Name":"Podman Engine","Version":"3.4.4"}],"Version":"3.4.4","ApiVersion":"1.40","MinAPIVersion":"1.24","Os":"linux"}`
+	docker26Version = `{"Platform":{"Name":""},"Components":[{"Name":"Engine","Version":"26.1.5+dfsg1"},{"Name":"containerd","Version":"1.7.24~ds1"},{"Name":"runc","Version":"1.1.15"},{"Name":"docker-init","Version":"0.19.0"}],"Version":"26.1.5+dfsg1","ApiVersion":"1.45","MinAPIVersion":"1.24","Os":"linux"}`
+)
+
+func TestEngineOf(t *testing.T) {
+	for _, tc := range []struct {
+		response string
+		podman   bool
+		name     string
+	}{
+		{podman5Version, true, "Podman 5.4.2"},
+		{podman4Version, true, "Podman 4.3.1"},
+		{docker26Version, false, "Docker 26.1.5+dfsg1"},
+		{`{"Platform":{"Name":"Docker Engine - Community"},"Version":"29.1.0"}`, false, "Docker 29.1.0"},
+		{`{}`, false, "Docker"},
+	} {
+		var v types.Version
+		if err := json.Unmarshal([]byte(tc.response), &v); err != nil {
+			t.Fatal(err)
+		}
+		e := engineOf(v)
+		if e.podman != tc.podman || e.String() != tc.name {
+			t.Errorf("engineOf(%s) = %v (podman %v), want %s (podman %v)", tc.response, e, e.podman, tc.name, tc.podman)
+		}
+	}
+}
+
+func TestPodmanTooOld(t *testing.T) {
+	for v, ok := range map[string]bool{"4.3.1": true, "4.3.0": true, "5.4.2": true, "4.2.0": false, "4.0.0-dev": false, "3.4.4": false} {
+		err := engine{podman: true, version: v}.check("unix:///run/podman/podman.sock")
+		if (err == nil) != ok {
+			t.Errorf("podman %s: %v, want ok %v", v, err, ok)
+		}
+		if err != nil && (!strings.Contains(err.Error(), "Podman "+v) || !strings.Contains(err.Error(), "upgrade podman")) {
+			t.Errorf("podman %s: the error does not name the engine and what to do: %v", v, err)
+		}
+	}
+	if err := (engine{version: "20.10.24"}).check("x"); err != nil {
+		t.Errorf("Docker refused as a podman: %v", err)
+	}
+}
+
+// TestConnectPodman: a podman too old for kindtest is refused at connect,
+// by its version, whatever the API version it reports; its API version's
+// refusal names podman.
+func TestConnectPodman(t *testing.T) {
+	for _, tc := range []struct {
+		api, response, want string
+	}{
+		{"1.41", podman5Version, ""},
+		{"1.41", podman4Version, ""},
+		{"1.41", strings.ReplaceAll(podman4Version, "4.3.1", "4.2.0"), "is Podman 4.2.0; kindtest needs podman 4.3.0 or newer"},
+		{"1.40", podman3Version, "is Podman 3.4.4 with API 1.40; kindtest needs API 1.41 (podman 4.3.0) or newer"},
+	} {
+		host := fakeVersionEngine(t, tc.api, tc.response)
+		c, err := NewHost(context.Background(), host)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.response, err)
+				continue
+			}
+			if !c.Podman() {
+				t.Errorf("%s: not detected as podman", tc.response)
+			}
+			c.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("got %v, want an error with %q", err, tc.want)
+		}
+	}
+}
+
+// fakeVersionEngine answers ping with api and /version with response.
+func fakeVersionEngine(t *testing.T, api, response string) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("API-Version", api)
+		w.Header().Set("OSType", "linux")
+		fmt.Fprint(w, "OK")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/version") {
+			fmt.Fprint(w, response)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return "unix://" + sock
+}
+
+func TestCreatedName(t *testing.T) {
+	for _, tc := range []struct {
+		m    events.Message
+		want string
+	}{
+		// Docker's
+		{events.Message{Type: events.VolumeEventType, Actor: events.Actor{ID: "kt-a-var", Attributes: map[string]string{"driver": "local"}}}, "kt-a-var"},
+		{events.Message{Type: events.NetworkEventType, Actor: events.Actor{ID: "c3de2a8e", Attributes: map[string]string{"name": "kt-a", "type": "bridge"}}}, "kt-a"},
+		{events.Message{Type: events.ContainerEventType, Actor: events.Actor{ID: "a2ac53f7", Attributes: map[string]string{"name": "kt-a-cp"}}}, "kt-a-cp"},
+		// podman 5.4's
+		{events.Message{Type: events.VolumeEventType, Actor: events.Actor{Attributes: map[string]string{"name": "kt-a-var", "image": ""}}}, "kt-a-var"},
+		{events.Message{Type: events.NetworkEventType, Actor: events.Actor{ID: "c3de2a8e", Attributes: map[string]string{"driver": "bridge", "name": "", "network": "kt-a"}}}, "kt-a"},
+		{events.Message{Type: events.ContainerEventType, Actor: events.Actor{ID: "a2ac53f7", Attributes: map[string]string{"name": "kt-a-cp", "podId": ""}}}, "kt-a-cp"},
+	} {
+		if got := createdName(tc.m); got != tc.want {
+			t.Errorf("createdName(%+v) = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}
+
+func TestPodmanNetworkMode(t *testing.T) {
+	one := map[string]*network.EndpointSettings{"kt-a": {IPAddress: "10.89.1.2"}}
+	two := map[string]*network.EndpointSettings{"kt-a": {}, "kt-b": {}}
+	for _, tc := range []struct {
+		mode     string
+		networks map[string]*network.EndpointSettings
+		want     string
+	}{
+		{"bridge", one, "kt-a"},
+		{"bridge", two, "bridge"},
+		{"none", nil, "none"},
+		{"host", nil, "host"},
+		{"container:abc", nil, "container:abc"},
+	} {
+		if got := podmanNetworkMode(tc.mode, tc.networks); got != tc.want {
+			t.Errorf("podmanNetworkMode(%q, %d networks) = %q, want %q", tc.mode, len(tc.networks), got, tc.want)
+		}
+	}
+}
