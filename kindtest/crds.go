@@ -148,17 +148,23 @@ func waitCondition(ctx context.Context, api *apiClient, path, cond string) (stri
 			Conditions []condition `json:"conditions"`
 		} `json:"status"`
 	}
+	// seen are the conditions of the last answer: an answer cut short by
+	// the deadline keeps them.
+	var seen []condition
 	var last error
 	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
 		obj.Status.Conditions = nil
-		last = api.get(ctx, path, &obj)
-		return last == nil && slices.ContainsFunc(obj.Status.Conditions, func(c condition) bool { return c.Type == cond && c.Status == "True" }), nil
+		if last = api.get(ctx, path, &obj); last != nil {
+			return false, nil
+		}
+		seen = obj.Status.Conditions
+		return slices.ContainsFunc(seen, func(c condition) bool { return c.Type == cond && c.Status == "True" }), nil
 	})
 	if err == nil {
 		return "", nil
 	}
 	var conds []string
-	for _, c := range obj.Status.Conditions {
+	for _, c := range seen {
 		conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
 	}
 	if len(conds) == 0 {
