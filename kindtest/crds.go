@@ -88,37 +88,10 @@ func (c *Cluster) installCRDs(ctx context.Context, crds []crd) error {
 // waitCRDServed waits until CRD d is Established and discovery lists its
 // resource in every served version.
 func waitCRDServed(ctx context.Context, api *apiClient, d crd) error {
-	var obj struct {
-		Status struct {
-			Conditions []condition `json:"conditions"`
-		} `json:"status"`
-	}
-	established := func() bool {
-		for _, cond := range obj.Status.Conditions {
-			if cond.Type == "Established" && cond.Status == "True" {
-				return true
-			}
-		}
-		return false
+	if conds, err := waitCondition(ctx, api, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+d.name, "Established"); err != nil {
+		return fmt.Errorf("%s: CRD %s not Established (%v); conditions: %s", d.file, d.name, err, conds)
 	}
 	var last error
-	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		last = api.get(ctx, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+d.name, &obj)
-		return last == nil && established(), nil
-	})
-	if err != nil {
-		var conds []string
-		for _, cond := range obj.Status.Conditions {
-			conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message))
-		}
-		if len(conds) == 0 {
-			conds = append(conds, "none yet")
-		}
-		if last != nil {
-			conds = append(conds, "last answer: "+last.Error())
-		}
-		return fmt.Errorf("%s: CRD %s not Established (%v); conditions: %s", d.file, d.name, err, strings.Join(conds, "; "))
-	}
 	for _, v := range d.versions {
 		var list struct {
 			Resources []struct {
@@ -165,6 +138,42 @@ func readCRDs(paths []string) ([]crd, error) {
 		out = append(out, crds...)
 	}
 	return out, nil
+}
+
+// waitCondition waits until the object at path has condition cond True.
+// On failure it says the object's conditions and the last answer.
+func waitCondition(ctx context.Context, api *apiClient, path, cond string) (string, error) {
+	var obj struct {
+		Status struct {
+			Conditions []condition `json:"conditions"`
+		} `json:"status"`
+	}
+	// seen are the conditions of the last answer: an answer cut short by
+	// the deadline keeps them.
+	var seen []condition
+	var last error
+	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		obj.Status.Conditions = nil
+		if last = api.get(ctx, path, &obj); last != nil {
+			return false, nil
+		}
+		seen = obj.Status.Conditions
+		return slices.ContainsFunc(seen, func(c condition) bool { return c.Type == cond && c.Status == "True" }), nil
+	})
+	if err == nil {
+		return "", nil
+	}
+	var conds []string
+	for _, c := range seen {
+		conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if len(conds) == 0 {
+		conds = append(conds, "none yet")
+	}
+	if last != nil {
+		conds = append(conds, "last answer: "+last.Error())
+	}
+	return strings.Join(conds, "; "), err
 }
 
 // manifestFiles lists the files of paths: files, or directories whose

@@ -2,12 +2,14 @@ package kindtest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/enginetest"
+	"github.com/kindtest/kindtest/internal/fixture"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -97,4 +99,72 @@ func pruneOrphans(t *testing.T, own ...string) []string {
 		t.Logf("sweep (not this test's clusters): %v", err)
 	}
 	return names
+}
+
+// echoApp builds the echo image and reads its manifest (a Deployment of
+// three pods, a ClusterIP Service and a NodePort Service on 30080).
+func echoApp(t *testing.T) (image string, manifest []byte) {
+	t.Helper()
+	image, err := fixture.BuildEcho(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err = fixture.Manifest("echo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return image, manifest
+}
+
+// deployEcho loads the echo image into every node, applies its manifest
+// with the extra documents, and returns the pods once the Deployment is
+// available.
+func deployEcho(ctx context.Context, t *testing.T, c *kindtest.Cluster, image string, manifest []byte, extra ...string) []pod {
+	t.Helper()
+	if err := c.LoadImage(ctx, image); err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range extra {
+		manifest = append(manifest, "\n---\n"+doc...)
+	}
+	if err := c.Apply(ctx, manifest); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(ctx, "default", "deployment/echo", kindtest.Available); err != nil {
+		t.Fatal(err)
+	}
+	return echoPods(ctx, t, c)
+}
+
+// checkServiceDNS gets the echo Service by its DNS name from each pod.
+// kube-proxy programs the Service a moment after the rollout is done, so
+// each try is retried.
+func checkServiceDNS(ctx context.Context, t *testing.T, c *kindtest.Cluster, pods []pod) {
+	t.Helper()
+	for _, p := range pods {
+		var out kindtest.ExecResult
+		err := retry(ctx, func() (err error) {
+			out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+			return err
+		})
+		if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
+			t.Errorf("Service by DNS name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
+		}
+	}
+}
+
+// checkNodePorts gets the echo NodePort (30080) on each node, from the
+// node itself.
+func checkNodePorts(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	t.Helper()
+	for _, n := range c.Nodes() {
+		var out kindtest.ExecResult
+		err := retry(ctx, func() (err error) {
+			out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
+			return err
+		})
+		if err != nil || !strings.Contains(out.Stdout, "path=/np") {
+			t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
+		}
+	}
 }

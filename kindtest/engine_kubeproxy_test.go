@@ -2,13 +2,11 @@ package kindtest_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/fixture"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -20,51 +18,20 @@ import (
 // fails before boot, saying what to load, and leaves nothing.
 func TestKubeProxyModes(t *testing.T) {
 	dc := engine(t)
-	echo, err := fixture.BuildEcho(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := fixture.Manifest("echo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	echo, manifest := echoApp(t)
 
 	t.Run("nftables", func(t *testing.T) {
 		c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithKubeProxyMode(kindtest.KubeProxyNFTables))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if err := c.LoadImage(ctx, echo); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Apply(ctx, manifest); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Wait(ctx, "default", "deployment/echo", kindtest.Available); err != nil {
-			t.Fatal(err)
-		}
+		pods := deployEcho(ctx, t, c, echo, manifest)
 		res, err := c.Kubectl(ctx, "-n", "kube-system", "get", "configmap", "kube-proxy", "-o", "jsonpath={.data.config\\.conf}")
 		if err != nil || !strings.Contains(res.Stdout, "mode: nftables") {
 			t.Errorf("kube-proxy's configuration: %q %v", res.Stdout, err)
 		}
-		for _, p := range echoPods(ctx, t, c) {
-			var out kindtest.ExecResult
-			err := retry(ctx, func() (err error) {
-				out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
-				return err
-			})
-			if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
-				t.Errorf("Service by DNS name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
-			}
-		}
+		checkServiceDNS(ctx, t, c, pods)
+		checkNodePorts(ctx, t, c)
 		for _, n := range c.Nodes() {
-			var out kindtest.ExecResult
-			err := retry(ctx, func() (err error) {
-				out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
-				return err
-			})
-			if err != nil || !strings.Contains(out.Stdout, "path=/np") {
-				t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
-			}
 			// The Service's rules are nftables', not iptables'.
 			rules, err := n.Exec(ctx, "sh", "-c", "iptables-save -t nat; ip6tables-save -t nat")
 			if err != nil || strings.Contains(rules.Stdout, "KUBE-SVC-") {

@@ -102,36 +102,14 @@ func TestKubernetes(t *testing.T) {
 			})
 
 			t.Run("service by DNS name", func(t *testing.T) {
-				for _, p := range pods {
-					// kube-proxy programs the Service a moment after the
-					// rollout reports ready.
-					var out kindtest.ExecResult
-					err := retry(ctx, func() (err error) {
-						out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
-						return err
-					})
-					if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
-						t.Errorf("from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
-					}
-				}
+				checkServiceDNS(ctx, t, c, pods)
 				out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "lookup", "kubernetes.default.svc.cluster.local")
 				if err != nil || strings.TrimSpace(out.Stdout) != "10.96.0.1" {
 					t.Errorf("lookup kubernetes.default: %q %v", out.Stdout, err)
 				}
 			})
 
-			t.Run("node port", func(t *testing.T) {
-				for _, n := range c.Nodes() {
-					var out kindtest.ExecResult
-					err := retry(ctx, func() (err error) {
-						out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
-						return err
-					})
-					if err != nil || !strings.Contains(out.Stdout, "path=/np") {
-						t.Errorf("NodePort on %s: %q %v", n.Name(), out.Stdout, err)
-					}
-				}
-			})
+			t.Run("node port", func(t *testing.T) { checkNodePorts(ctx, t, c) })
 
 			t.Run("host kubectl", func(t *testing.T) {
 				kubectl := hostKubectl(t)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/fixture"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -32,26 +31,11 @@ spec:
 // Service's status, and once the Service is deleted its load balancer goes.
 func TestLoadBalancerServices(t *testing.T) {
 	dc := engine(t)
-	echo, err := fixture.BuildEcho(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := fixture.Manifest("echo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	echo, manifest := echoApp(t)
 	c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithLoadBalancerServices())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if err := c.LoadImage(ctx, echo); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Apply(ctx, append(manifest, []byte("\n---\n"+lbService)...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Wait(ctx, "default", "deployment/echo", kindtest.Available); err != nil {
-		t.Fatal(err)
-	}
+	pods := deployEcho(ctx, t, c, echo, manifest, lbService)
 	began := time.Now()
 	for _, port := range []int{80, 8081} {
 		addr, err := c.LoadBalancerAddr(ctx, "default", "echo-lb", port)
@@ -82,7 +66,6 @@ func TestLoadBalancerServices(t *testing.T) {
 	if ip == "" || mode != "Proxy" {
 		t.Fatalf("status.loadBalancer.ingress: %q", res.Stdout)
 	}
-	pods := echoPods(ctx, t, c)
 	out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "get", "http://"+ip+"/in-cluster")
 	if err != nil || !strings.Contains(out.Stdout, "path=/in-cluster") {
 		t.Errorf("from pod %s to the load balancer at %s: %q %v", pods[0].name, ip, out.Stdout, err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kindtest/kindtest/internal/fixture"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -20,33 +19,17 @@ import (
 // naming both, with nothing left.
 func TestSubnets(t *testing.T) {
 	dc := engine(t)
-	echo, err := fixture.BuildEcho(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := fixture.Manifest("echo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	echo, manifest := echoApp(t)
 
 	t.Run("chosen ranges", func(t *testing.T) {
 		c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithPodSubnet("10.123.0.0/20"), kindtest.WithServiceSubnet("10.124.0.0/20"))
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if err := c.LoadImage(ctx, echo); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Apply(ctx, manifest); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Wait(ctx, "default", "deployment/echo", kindtest.Available); err != nil {
-			t.Fatal(err)
-		}
+		pods := deployEcho(ctx, t, c, echo, manifest)
 		nodeRange := map[string]netip.Prefix{
 			c.ControlPlane().Name(): netip.MustParsePrefix("10.123.0.0/24"),
 			c.Workers()[0].Name():   netip.MustParsePrefix("10.123.1.0/24"),
 		}
-		pods := echoPods(ctx, t, c)
 		for _, p := range pods {
 			if ip, err := netip.ParseAddr(p.ip); err != nil || !nodeRange[p.node].Contains(ip) {
 				t.Errorf("pod %s on %s has address %s, want one in %s", p.name, p.node, p.ip, nodeRange[p.node])
@@ -56,16 +39,7 @@ func TestSubnets(t *testing.T) {
 		if err != nil || !strings.Contains(res.Stdout, "kubernetes=10.124.0.1 ") || !strings.Contains(res.Stdout, "kube-dns=10.124.0.10 ") {
 			t.Errorf("Service addresses %q (%v): want kubernetes=10.124.0.1 and kube-dns=10.124.0.10", res.Stdout, err)
 		}
-		for _, p := range pods {
-			var out kindtest.ExecResult
-			err := retry(ctx, func() (err error) {
-				out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
-				return err
-			})
-			if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
-				t.Errorf("Service by DNS name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
-			}
-		}
+		checkServiceDNS(ctx, t, c, pods)
 		out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "lookup", "kubernetes.default.svc.cluster.local")
 		if err != nil || strings.TrimSpace(out.Stdout) != "10.124.0.1" {
 			t.Errorf("lookup kubernetes.default: %q %v", out.Stdout, err)

@@ -119,34 +119,8 @@ func (s *HostServer) install(ctx context.Context, objs []hostObject) error {
 
 // waitAPIServiceAvailable waits until APIService o is Available.
 func waitAPIServiceAvailable(ctx context.Context, api *apiClient, o hostObject) error {
-	var obj struct {
-		Status struct {
-			Conditions []condition `json:"conditions"`
-		} `json:"status"`
-	}
-	var last error
-	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		obj.Status.Conditions = nil
-		last = api.get(ctx, "/apis/apiregistration.k8s.io/v1/apiservices/"+o.name, &obj)
-		for _, c := range obj.Status.Conditions {
-			if c.Type == "Available" && c.Status == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		conds := []string{"none yet"}
-		if len(obj.Status.Conditions) > 0 {
-			conds = conds[:0]
-		}
-		for _, c := range obj.Status.Conditions {
-			conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-		}
-		if last != nil {
-			conds = append(conds, "last answer: "+last.Error())
-		}
-		return fmt.Errorf("%s: APIService %s not Available (%v): is the handler serving its discovery (GET /apis/GROUP/VERSION)? Conditions: %s", o.file, o.name, err, strings.Join(conds, "; "))
+	if conds, err := waitCondition(ctx, api, "/apis/apiregistration.k8s.io/v1/apiservices/"+o.name, "Available"); err != nil {
+		return fmt.Errorf("%s: APIService %s not Available (%v): is the handler serving its discovery (GET /apis/GROUP/VERSION)? Conditions: %s", o.file, o.name, err, conds)
 	}
 	return nil
 }
