@@ -56,6 +56,8 @@ type options struct {
 	cpus       int
 	keep       bool
 	prepared   string
+	accelFlag  string
+	accel      accel // chosen from accelFlag at the start of the run
 }
 
 func main() {
@@ -70,6 +72,7 @@ func main() {
 	flag.IntVar(&o.memory, "memory", 8192, "guest memory, MiB")
 	flag.IntVar(&o.cpus, "cpus", 2, "guest CPUs")
 	flag.StringVar(&o.prepared, "prepared", "", "use this cached disk layer with the images loaded (a prepared-*.qcow2) whatever the host's engine holds now")
+	flag.StringVar(&o.accelFlag, "accel", "auto", "qemu accelerator: auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's share directory (test logs, artifacts) even when it passes")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -130,9 +133,15 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return err
 	}
+	a, err := chooseAccel(o.accelFlag, kvmProbe)
+	if err != nil {
+		return err
+	}
+	o.accel = a
+	logf(out, "accelerator: %s", a.Why)
 	var tm timings
 	defer func() {
-		logf(out, "timings:")
+		logf(out, "timings (accelerator %s):", o.accel.Name)
 		for _, l := range tm.lines {
 			fmt.Fprintln(out, "  "+l)
 		}

@@ -70,6 +70,50 @@ func TestQemuArgs(t *testing.T) {
 	}
 }
 
+func TestChooseAccel(t *testing.T) {
+	usable := func() error { return nil }
+	absent := func() error { return &os.PathError{Op: "open", Path: "/dev/kvm", Err: syscall.ENOENT} }
+	for _, c := range []struct {
+		flag    string
+		probe   func() error
+		want    string // accelerator, or "" for an error
+		wantArg string
+	}{
+		{"auto", usable, "kvm", "-accel kvm -cpu host"},
+		{"auto", absent, "tcg", "-accel tcg,thread=multi"},
+		{"kvm", usable, "kvm", "-accel kvm -cpu host"},
+		{"kvm", absent, "", ""},
+		{"tcg", usable, "tcg", "-accel tcg,thread=multi"},
+		{"hvf", usable, "", ""},
+	} {
+		a, err := chooseAccel(c.flag, c.probe)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("-accel %s: chose %s, want an error", c.flag, a.Name)
+			}
+			continue
+		}
+		if err != nil || a.Name != c.want {
+			t.Errorf("-accel %s: %q %v, want %s", c.flag, a.Name, err, c.want)
+			continue
+		}
+		v := vm{Accel: a}
+		if args := strings.Join(v.qemuArgs(), " "); !strings.Contains(args, c.wantArg) {
+			t.Errorf("-accel %s: qemu %s lacks %q", c.flag, args, c.wantArg)
+		}
+	}
+	// The fallback says why, for the tool's output.
+	if a, _ := chooseAccel("auto", absent); !strings.Contains(a.Why, "/dev/kvm") || !strings.Contains(a.Why, "TCG") {
+		t.Errorf("fallback says %q: want TCG and the probe's error", a.Why)
+	}
+	// The real probe, on whatever this host has: logged, not asserted.
+	if err := kvmProbe(); err != nil {
+		t.Logf("this host: KVM not usable: %v", err)
+	} else {
+		t.Log("this host: KVM usable")
+	}
+}
+
 func TestTail(t *testing.T) {
 	tl := newTail(3)
 	if len(tl.lines()) != 0 {
