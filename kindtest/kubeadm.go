@@ -47,6 +47,8 @@ type initParams struct {
 	// remote engine's address, where the API server is published, and the
 	// load balancer's name and address.
 	extraSANs []string
+	// rootless: the engine runs rootless, its nodes in a user namespace.
+	rootless bool
 }
 
 // podRanges says who gives each node its pod range.
@@ -124,6 +126,7 @@ func kubeadmInitConfig(p initParams) string {
 		SchedulerEnv:         memoryLimit("40MiB"),
 		EtcdEnv:              memoryLimit("40MiB"),
 		FeatureGates:         s.featureGates,
+		InUserNamespace:      p.rootless,
 	}.YAML()
 }
 

@@ -121,6 +121,7 @@ func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 		cluster: c.name, version: cr.kubernetesVersion, cp: cp, endpoint: c.lbIP, token: cr.token,
 		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
 		extraSANs: append(c.place.certSANs(), c.lbSANs()...),
+		rootless:  cr.rootless,
 	}
 	if c.cfg.noDefaultCNI {
 		p.podRanges = podRangesAllocated

@@ -92,6 +92,9 @@ type InitConfig struct {
 	// FeatureGates are kube-proxy's feature gates (the other components
 	// take theirs in their flags or in Kubelet).
 	FeatureGates map[string]bool
+	// InUserNamespace says the nodes run in a user namespace (a rootless
+	// engine), where kube-proxy cannot set the conntrack timeouts.
+	InUserNamespace bool
 }
 
 // JoinConfig is what a joining node's kubeadm configuration holds: its
