@@ -140,12 +140,6 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return err
 	}
-	a, err := chooseAccel(o.accelFlag, kvmProbe)
-	if err != nil {
-		return err
-	}
-	o.accel = a
-	logf(out, "accelerator: %s", a.Why)
 	var tm timings
 	defer func() {
 		logf(out, "timings (accelerator %s):", o.accel.Name)
@@ -162,6 +156,19 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	if err := tm.phase(out, "choose accelerator", func() error {
+		a, err := chooseAccel(o.accelFlag, func() error {
+			if err := kvmProbe(); err != nil {
+				return err
+			}
+			return kvmBootProbe(ctx, base.Kernel, kvmBootLimit)
+		})
+		o.accel = a
+		return err
+	}); err != nil {
+		return err
+	}
+	logf(out, "accelerator: %s", o.accel.Why)
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return fmt.Errorf("the node, reaper and echo images come from the host's engine: %w", err)

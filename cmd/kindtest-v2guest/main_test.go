@@ -114,6 +114,35 @@ func TestChooseAccel(t *testing.T) {
 	}
 }
 
+func TestKVMBootProbe(t *testing.T) {
+	t.Run("kernel starts", func(t *testing.T) {
+		pid := fakeQemu(t, "echo 'Booting from ROM...'; echo '[    0.000000] Linux version 6.1.0-57-amd64'; exec sleep 60")
+		if err := kvmBootProbe(context.Background(), "/k", 5*time.Second); err != nil {
+			t.Errorf("kernel printed its first line: %v", err)
+		}
+		gone(t, pid)
+	})
+	t.Run("kernel silent", func(t *testing.T) {
+		pid := fakeQemu(t, "echo 'Probing EDD (edd=off to disable)... ok'; exec sleep 60")
+		began := time.Now()
+		err := kvmBootProbe(context.Background(), "/k", 300*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "printed nothing within 300ms under KVM") {
+			t.Errorf("silent kernel: %v", err)
+		}
+		if time.Since(began) > 5*time.Second {
+			t.Errorf("took %v", time.Since(began))
+		}
+		gone(t, pid)
+	})
+	t.Run("qemu fails", func(t *testing.T) {
+		fakeQemu(t, "echo 'qemu-system-x86_64: -accel kvm: failed to initialize kvm' >&2; exit 1")
+		err := kvmBootProbe(context.Background(), "/k", 5*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "failed to initialize kvm") {
+			t.Errorf("qemu failing: %v", err)
+		}
+	})
+}
+
 func TestTail(t *testing.T) {
 	tl := newTail(3)
 	if len(tl.lines()) != 0 {
