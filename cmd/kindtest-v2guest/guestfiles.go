@@ -142,10 +142,12 @@ RL_USER=kt
 RL_UID=1000
 
 # delegate CONTROLLERS sets what systemd delegates to every user's manager
-# and restarts the rootless user's manager, and with it its engine.
+# and restarts the rootless user's manager, and with it its engine. The
+# empty Delegate= first: a list adds to user@.service's own (systemd 252:
+# cpu memory pids), and the undelegated case must take cpu away.
 delegate() {
   mkdir -p /etc/systemd/system/user@.service.d
-  printf '[Service]\nDelegate=%s\n' "$1" >/etc/systemd/system/user@.service.d/delegate.conf
+  printf '[Service]\nDelegate=\nDelegate=%s\n' "$1" >/etc/systemd/system/user@.service.d/delegate.conf
   systemctl daemon-reload
   systemctl restart "user@$RL_UID.service"
   say "delegated to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
@@ -194,6 +196,11 @@ UNIT
   ln -sf ../docker.service "$units/default.target.wants/docker.service"
   chown -R "$RL_USER:$RL_USER" "$home/.config"
   loginctl enable-linger "$RL_USER"
+  for _ in $(seq 1 60); do
+    [ -e "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers" ] && break
+    sleep 1
+  done
+  say "systemd's own delegation to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
 }
 
 # wait_rootless_docker waits for the user's engine, then prints its log
@@ -218,6 +225,7 @@ rootless_docker() {
   rootless_docker_setup || return 1
   delegate "memory pids"
   wait_rootless_docker "${rl[@]}" || return 1
+  say "rootless engine's controllers: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/app.slice/docker.service/cgroup.controllers" 2>&1)"
   timing rootless-setup $(($(date +%s) - began))
   began=$(date +%s)
   docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
