@@ -73,6 +73,14 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		dc.Close()
 		return nil, nil, fmt.Errorf("kindtest: %w", err)
 	}
+	var host rootlessHost
+	if place.kind == placementLocal {
+		host = localHost()
+	}
+	if err := checkRootless(engine, dc.Host(), cfg.hostPorts(), host, cfg.logger); err != nil {
+		dc.Close()
+		return nil, nil, fmt.Errorf("kindtest: %w", err)
+	}
 	version := lifetime.ImageKubernetesVersion(img.Labels)
 	if version == "" {
 		version = KubernetesVersion
@@ -119,7 +127,7 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		place:    place,
 		identity: identity{name: name, labels: labels},
 	}
-	return c, &creation{kubernetesVersion: version, cgroupV2: engine.CgroupVersion == "2"}, nil
+	return c, &creation{kubernetesVersion: version, cgroupV2: engine.CgroupVersion == "2", rootless: engine.Rootless}, nil
 }
 
 // setup gives c a ready cluster: in reuse mode an idle one of the same

@@ -83,6 +83,9 @@ type creation struct {
 	// cgroupV2 says the engine runs its containers on a cgroup v2 host,
 	// which decides how the nodes are made.
 	cgroupV2 bool
+	// rootless says the engine runs rootless: its nodes are in a user
+	// namespace (see rootless.go).
+	rootless bool
 	// token is the kubeadm bootstrap token the other nodes join with.
 	token string
 	// addons are the kube-proxy and CoreDNS objects, created during init.

@@ -43,9 +43,12 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // privilegedHint explains the usual reason a node container does not start.
 const privilegedHint = `kindtest nodes are privileged containers: the engine must be able to run
 ` + "`docker run --privileged`" + ` (check with ` + "`docker run --rm --privileged <any image> true`" + `).
-Rootless engines cannot, nor can hosts whose capability bounding set lacks a
-capability Docker grants privileged containers; on such a host, give dockerd a
-runtime that drops the missing capability, or use another host.`
+A host whose capability bounding set lacks a capability Docker grants
+privileged containers cannot; on such a host, give dockerd a runtime that drops
+the missing capability, or use another host. A rootless engine runs them
+privileged inside its user namespace: what it needs of the host (cgroup v2
+delegation, a 5.11+ kernel, unprivileged ports) is checked before anything is
+created.`
 
 // nodeError wraps err with what the node can tell about it: the last lines
 // of its console (entrypoint and systemd) and the units that failed.

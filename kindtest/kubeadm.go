@@ -52,6 +52,8 @@ type initParams struct {
 	// podSubnet and serviceSubnet are the cluster's ranges; "" is the
 	// default.
 	podSubnet, serviceSubnet string
+	// rootless: the engine runs rootless, its nodes in a user namespace.
+	rootless bool
 }
 
 // podRanges says who gives each node its pod range.
@@ -130,6 +132,7 @@ func kubeadmInitConfig(p initParams) string {
 		EtcdEnv:              memoryLimit("40MiB"),
 		FeatureGates:         s.featureGates,
 		KubeProxyMode:        string(shape{kubeProxyMode: p.kubeProxyMode}.proxyMode()),
+		InUserNamespace:      p.rootless,
 	}.YAML()
 }
 

@@ -122,6 +122,7 @@ func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 		singleNode: c.cfg.workers == 0, timeout: c.cfg.createTimeout, settings: &c.cfg.settings,
 		extraSANs:     append(c.place.certSANs(), c.lbSANs()...),
 		kubeProxyMode: c.cfg.proxyMode(),
+		rootless:      cr.rootless,
 		podSubnet:     c.cfg.pods,
 		serviceSubnet: c.cfg.services,
 	}

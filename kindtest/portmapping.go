@@ -23,6 +23,17 @@ func (c *Cluster) portBindings() []docker.PortBinding {
 	return out
 }
 
+// hostPorts are the fixed host ports WithPortMapping asks for.
+func (c *config) hostPorts() []int {
+	var out []int
+	for _, m := range c.portMappings {
+		if m.hostPort != 0 {
+			out = append(out, m.hostPort)
+		}
+	}
+	return out
+}
+
 // MappedAddr returns the host:port at which this process reaches nodePort
 // of the control-plane node, published with WithPortMapping: the
 // published port on the engine's host, or, from inside a container of the

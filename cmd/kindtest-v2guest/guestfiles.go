@@ -49,9 +49,12 @@ const finishedMarker = "v2guest: finished"
 
 // guestScript runs inside the guest, from the share; share/env sets MODE
 // (prepare: load the images, tag ECHO_IMAGE as SUITE_ECHO_IMAGE; test: run
-// the suite), and for tests IMAGE (the node image), RUN_PRIVATE,
-// RUN_HOST (test patterns; RUN_HOST empty skips the second run),
-// TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in the share.
+// the suite), and for tests IMAGE (the node image), REAPER_IMAGE,
+// SUITE_ECHO_IMAGE, RUN_PRIVATE, RUN_HOST (test patterns; empty skips
+// that run), ROOTLESS ("docker": also set up rootless Docker for a user
+// and run RUN_ROOTLESS there, after checking that an undelegated engine
+// is refused), TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in
+// the share.
 const guestScript = `#!/bin/bash
 set -uo pipefail
 share=/mnt/share
@@ -78,21 +81,26 @@ wait_docker() {
 progress() {
   local n
   while sleep 120; do
-    for n in $(docker ps --filter label=dev.kindtest.cluster --format '{{.Names}}'); do
-      say "progress at ${SECONDS}s: $n: $(docker exec "$n" sh -c 'ctr -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING; true' 2>/dev/null) running containers"
+    for n in $(env "$@" docker ps --filter label=dev.kindtest.cluster --format '{{.Names}}'); do
+      say "progress at ${SECONDS}s: $n: $(env "$@" docker exec "$n" sh -c 'ctr -n k8s.io tasks ls 2>/dev/null | grep -c RUNNING; true' 2>/dev/null) running containers"
     done
   done
 }
 
-# run_suite NAME PATTERN runs the suite's tests matching PATTERN.
+# run_suite NAME PATTERN [ENV...] runs the suite's tests matching PATTERN,
+# as root, or as the rootless user when ENV holds its DOCKER_HOST.
 run_suite() {
   local name=$1 pattern=$2 began rc watcher
+  shift 2
+  local as=(env)
+  case " $* " in *" DOCKER_HOST="*) as=(runuser -u "$RL_USER" -- env HOME="/home/$RL_USER" XDG_RUNTIME_DIR="/run/user/$RL_UID") ;; esac
   began=$(date +%s)
   say "suite ($name): go test -run '$pattern'"
   mkdir -p "$share/artifacts-$name"
-  progress &
+  chmod 777 "$share/artifacts-$name"
+  progress "$@" &
   watcher=$!
-  (cd /root && CI=true KINDTEST_IMAGE="$IMAGE" ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" \
+  (cd /tmp && "${as[@]}" CI=true KINDTEST_IMAGE="$IMAGE" ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" "$@" \
     "$share/v2suite.test" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" -test.run "$pattern") 2>&1 |
     tee "$share/test-$name.log"
   rc=${PIPESTATUS[0]}
@@ -102,28 +110,135 @@ run_suite() {
   say "suite ($name) exit code $rc"
 }
 
-# engine_facts NAME records docker info and its cgroup lines.
+# engine_facts NAME [ENV...] records docker info and its cgroup lines.
 engine_facts() {
-  docker info >"$share/docker-info-$1.txt" 2>&1
-  grep -iE 'server version|cgroup|kernel version|operating system' "$share/docker-info-$1.txt" |
-    tee "$share/docker-cgroup-$1.txt"
+  local name=$1
+  shift
+  env "$@" docker info >"$share/docker-info-$name.txt" 2>&1
+  grep -iE 'server version|cgroup|kernel version|operating system|rootless|storage driver|WARNING' "$share/docker-info-$name.txt" |
+    tee "$share/docker-cgroup-$name.txt"
 }
 
-# leftovers lists whatever the engine still holds: after the suite, nothing
-# but Docker's own networks should be there. A reaper, once its test
-# process is gone, takes a moment to finish.
+# leftovers FILE [ENV...] lists whatever the engine still holds: after the
+# suite, nothing but Docker's own networks should be there. A reaper, once
+# its test process is gone, takes a moment to finish.
 leftovers() {
+  local file=$1
+  shift
   for _ in $(seq 1 120); do
-    [ -z "$(docker ps -aq)" ] && break
+    [ -z "$(env "$@" docker ps -aq)" ] && break
     sleep 1
   done
   {
-    docker ps -a --format 'container {{.Names}} {{.Image}} {{.Status}}'
-    docker volume ls --format 'volume {{.Name}}'
-    docker network ls --format 'network {{.Name}}' | grep -vE '^network (bridge|host|none)$'
-  } >"$share/leftovers.txt"
-  say "left in the engine: $(wc -l <"$share/leftovers.txt") object(s)"
-  cat "$share/leftovers.txt"
+    env "$@" docker ps -a --format 'container {{.Names}} {{.Image}} {{.Status}}'
+    env "$@" docker volume ls --format 'volume {{.Name}}'
+    env "$@" docker network ls --format 'network {{.Name}}' | grep -vE '^network (bridge|host|none)$'
+  } >"$share/$file"
+  say "left in the engine: $(wc -l <"$share/$file") object(s)"
+  cat "$share/$file"
+}
+
+RL_USER=kt
+RL_UID=1000
+
+# delegate CONTROLLERS sets what systemd delegates to every user's manager
+# and restarts the rootless user's manager, and with it its engine. The
+# empty Delegate= first: a list adds to user@.service's own (systemd 252:
+# cpu memory pids), and the undelegated case must take cpu away.
+delegate() {
+  mkdir -p /etc/systemd/system/user@.service.d
+  printf '[Service]\nDelegate=\nDelegate=%s\n' "$1" >/etc/systemd/system/user@.service.d/delegate.conf
+  systemctl daemon-reload
+  systemctl restart "user@$RL_UID.service"
+  say "delegated to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
+}
+
+# rootless_docker_setup makes the user, gives it subordinate IDs, a user
+# unit running dockerd-rootless.sh (as dockerd-rootless-setuptool.sh
+# would write it) and a manager started at boot (linger). The iptables
+# modules are loaded beforehand, as kind's rootless page says: a user
+# namespace cannot load them.
+rootless_docker_setup() {
+  local home=/home/$RL_USER units
+  id "$RL_USER" >/dev/null 2>&1 || useradd -m -u "$RL_UID" -s /bin/bash "$RL_USER" || return 1
+  grep -q "^$RL_USER:" /etc/subuid || echo "$RL_USER:100000:65536" >>/etc/subuid
+  grep -q "^$RL_USER:" /etc/subgid || echo "$RL_USER:100000:65536" >>/etc/subgid
+  printf '%s\n' ip_tables iptable_nat ip6_tables ip6table_nat >/etc/modules-load.d/iptables.conf
+  modprobe -a ip_tables iptable_nat ip6_tables ip6table_nat
+  units=$home/.config/systemd/user
+  mkdir -p "$units/default.target.wants"
+  cat >"$units/docker.service" <<'UNIT'
+[Unit]
+Description=Docker Application Container Engine (Rootless)
+
+[Service]
+Environment=PATH=/usr/bin:/sbin:/usr/sbin:/bin
+Environment=DBUS_SESSION_BUS_ADDRESS=unix:path=%t/bus
+ExecStart=/usr/share/docker.io/contrib/dockerd-rootless.sh
+ExecReload=/bin/kill -s HUP $MAINPID
+TimeoutSec=0
+RestartSec=2
+Restart=always
+StartLimitBurst=3
+StartLimitInterval=60s
+LimitNOFILE=infinity
+LimitNPROC=infinity
+LimitCORE=infinity
+TasksMax=infinity
+Delegate=yes
+Type=notify
+NotifyAccess=all
+KillMode=mixed
+
+[Install]
+WantedBy=default.target
+UNIT
+  ln -sf ../docker.service "$units/default.target.wants/docker.service"
+  chown -R "$RL_USER:$RL_USER" "$home/.config"
+  loginctl enable-linger "$RL_USER"
+  for _ in $(seq 1 60); do
+    [ -e "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers" ] && break
+    sleep 1
+  done
+  say "systemd's own delegation to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
+}
+
+# wait_rootless_docker waits for the user's engine, then prints its log
+# when it does not answer.
+wait_rootless_docker() {
+  for _ in $(seq 1 300); do
+    if env "$@" docker info >/dev/null 2>&1; then return 0; fi
+    sleep 1
+  done
+  say "rootless docker did not answer within 5 minutes"
+  journalctl --no-pager -n 60 _UID="$RL_UID" || true
+  return 1
+}
+
+# rootless_docker runs the rootless phases: a user whose manager is given
+# only memory and pids must be refused up front; with every controller
+# delegated, the suite runs on the user's engine.
+rootless_docker() {
+  local began rl=(DOCKER_HOST="unix:///run/user/$RL_UID/docker.sock" KINDTEST_V2_ROOTLESS=1)
+  began=$(date +%s)
+  say "rootless docker: setting up user $RL_USER"
+  rootless_docker_setup || return 1
+  delegate "memory pids"
+  wait_rootless_docker "${rl[@]}" || return 1
+  say "rootless engine's controllers: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/app.slice/docker.service/cgroup.controllers" 2>&1)"
+  timing rootless-setup $(($(date +%s) - began))
+  began=$(date +%s)
+  docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
+  timing rootless-load $(($(date +%s) - began))
+  engine_facts undelegated "${rl[@]}"
+  run_suite undelegated 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
+  began=$(date +%s)
+  delegate "cpu cpuset io memory pids"
+  wait_rootless_docker "${rl[@]}" || return 1
+  timing rootless-redelegate $(($(date +%s) - began))
+  engine_facts rootless "${rl[@]}"
+  run_suite rootless "$RUN_ROOTLESS" "${rl[@]}"
+  leftovers leftovers-rootless.txt "${rl[@]}"
 }
 
 wait_docker || exit 1
@@ -147,7 +262,9 @@ prepare)
 test)
   uname -r >"$share/kernel.txt"
   engine_facts private
-  run_suite private "$RUN_PRIVATE"
+  if [ -n "$RUN_PRIVATE" ]; then
+    run_suite private "$RUN_PRIVATE"
+  fi
   if [ -n "$RUN_HOST" ]; then
     say "restarting dockerd with default-cgroupns-mode host"
     echo '{"default-cgroupns-mode": "host"}' >/etc/docker/daemon.json
@@ -156,7 +273,8 @@ test)
     engine_facts host
     run_suite host "$RUN_HOST"
   fi
-  leftovers
+  leftovers leftovers.txt
+  case ",$ROOTLESS," in *,docker,*) rootless_docker ;; esac
   touch "$share/tested.ok"
   ;;
 *)

@@ -45,24 +45,28 @@ import (
 const guestEchoImage = "kindtest/echo:v2guest"
 
 type options struct {
-	cache      string
-	image      string
-	runPrivate string
-	runHost    string
-	bootLimit  time.Duration
-	runLimit   time.Duration
-	create     time.Duration
-	memory     int
-	cpus       int
-	keep       bool
-	prepared   string
+	cache       string
+	image       string
+	runPrivate  string
+	runHost     string
+	bootLimit   time.Duration
+	runLimit    time.Duration
+	create      time.Duration
+	memory      int
+	cpus        int
+	keep        bool
+	prepared    string
+	accelFlag   string
+	accel       accel // chosen from accelFlag at the start of the run
+	rootless    string
+	runRootless string
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.cache, "cache", defaultCache(), "where the guest disks are cached")
 	flag.StringVar(&o.image, "image", kindtest.DefaultImage, "node image to test (from the host's engine)")
-	flag.StringVar(&o.runPrivate, "run", ".", "tests to run (go test -run) on the guest's engine as installed")
+	flag.StringVar(&o.runPrivate, "run", ".", "tests to run (go test -run) on the guest's engine as installed (empty: skip)")
 	flag.StringVar(&o.runHost, "run-host-cgroupns", ".", "tests to run again with dockerd --default-cgroupns-mode=host (empty: skip)")
 	flag.DurationVar(&o.bootLimit, "boot-timeout", 20*time.Minute, "time for the guest to boot until Docker answers")
 	flag.DurationVar(&o.runLimit, "timeout", 4*time.Hour, "time limit of each boot of the guest, test runs included")
@@ -70,6 +74,9 @@ func main() {
 	flag.IntVar(&o.memory, "memory", 8192, "guest memory, MiB")
 	flag.IntVar(&o.cpus, "cpus", 2, "guest CPUs")
 	flag.StringVar(&o.prepared, "prepared", "", "use this cached disk layer with the images loaded (a prepared-*.qcow2) whatever the host's engine holds now")
+	flag.StringVar(&o.rootless, "rootless", "", "rootless engines to run the suite on as well, as an unprivileged user of the guest: docker (empty: none)")
+	flag.StringVar(&o.runRootless, "run-rootless", ".", "tests to run on each rootless engine")
+	flag.StringVar(&o.accelFlag, "accel", "auto", "qemu accelerator: auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's share directory (test logs, artifacts) even when it passes")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -127,12 +134,15 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	if o.cpus < 1 || o.memory < 2048 {
 		return fmt.Errorf("-cpus %d -memory %d: want at least 1 CPU and 2048 MiB", o.cpus, o.memory)
 	}
+	if o.rootless != "" && o.rootless != "docker" {
+		return fmt.Errorf("-rootless %q: want docker or nothing", o.rootless)
+	}
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return err
 	}
 	var tm timings
 	defer func() {
-		logf(out, "timings:")
+		logf(out, "timings (accelerator %s):", o.accel.Name)
 		for _, l := range tm.lines {
 			fmt.Fprintln(out, "  "+l)
 		}
@@ -146,6 +156,19 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	if err := tm.phase(out, "choose accelerator", func() error {
+		a, err := chooseAccel(o.accelFlag, func() error {
+			if err := kvmProbe(); err != nil {
+				return err
+			}
+			return kvmBootProbe(ctx, base.Kernel, kvmBootLimit)
+		})
+		o.accel = a
+		return err
+	}); err != nil {
+		return err
+	}
+	logf(out, "accelerator: %s", o.accel.Why)
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return fmt.Errorf("the node, reaper and echo images come from the host's engine: %w", err)

@@ -70,6 +70,79 @@ func TestQemuArgs(t *testing.T) {
 	}
 }
 
+func TestChooseAccel(t *testing.T) {
+	usable := func() error { return nil }
+	absent := func() error { return &os.PathError{Op: "open", Path: "/dev/kvm", Err: syscall.ENOENT} }
+	for _, c := range []struct {
+		flag    string
+		probe   func() error
+		want    string // accelerator, or "" for an error
+		wantArg string
+	}{
+		{"auto", usable, "kvm", "-accel kvm -cpu host"},
+		{"auto", absent, "tcg", "-accel tcg,thread=multi"},
+		{"kvm", usable, "kvm", "-accel kvm -cpu host"},
+		{"kvm", absent, "", ""},
+		{"tcg", usable, "tcg", "-accel tcg,thread=multi"},
+		{"hvf", usable, "", ""},
+	} {
+		a, err := chooseAccel(c.flag, c.probe)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("-accel %s: chose %s, want an error", c.flag, a.Name)
+			}
+			continue
+		}
+		if err != nil || a.Name != c.want {
+			t.Errorf("-accel %s: %q %v, want %s", c.flag, a.Name, err, c.want)
+			continue
+		}
+		v := vm{Accel: a}
+		if args := strings.Join(v.qemuArgs(), " "); !strings.Contains(args, c.wantArg) {
+			t.Errorf("-accel %s: qemu %s lacks %q", c.flag, args, c.wantArg)
+		}
+	}
+	// The fallback says why, for the tool's output.
+	if a, _ := chooseAccel("auto", absent); !strings.Contains(a.Why, "/dev/kvm") || !strings.Contains(a.Why, "TCG") {
+		t.Errorf("fallback says %q: want TCG and the probe's error", a.Why)
+	}
+	// The real probe, on whatever this host has: logged, not asserted.
+	if err := kvmProbe(); err != nil {
+		t.Logf("this host: KVM not usable: %v", err)
+	} else {
+		t.Log("this host: KVM usable")
+	}
+}
+
+func TestKVMBootProbe(t *testing.T) {
+	t.Run("kernel starts", func(t *testing.T) {
+		pid := fakeQemu(t, "echo 'Booting from ROM...'; echo '[    0.000000] Linux version 6.1.0-57-amd64'; exec sleep 60")
+		if err := kvmBootProbe(context.Background(), "/k", 5*time.Second); err != nil {
+			t.Errorf("kernel printed its first line: %v", err)
+		}
+		gone(t, pid)
+	})
+	t.Run("kernel silent", func(t *testing.T) {
+		pid := fakeQemu(t, "echo 'Probing EDD (edd=off to disable)... ok'; exec sleep 60")
+		began := time.Now()
+		err := kvmBootProbe(context.Background(), "/k", 300*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "printed nothing within 300ms under KVM") {
+			t.Errorf("silent kernel: %v", err)
+		}
+		if time.Since(began) > 5*time.Second {
+			t.Errorf("took %v", time.Since(began))
+		}
+		gone(t, pid)
+	})
+	t.Run("qemu fails", func(t *testing.T) {
+		fakeQemu(t, "echo 'qemu-system-x86_64: -accel kvm: failed to initialize kvm' >&2; exit 1")
+		err := kvmBootProbe(context.Background(), "/k", 5*time.Second)
+		if err == nil || !strings.Contains(err.Error(), "failed to initialize kvm") {
+			t.Errorf("qemu failing: %v", err)
+		}
+	})
+}
+
 func TestTail(t *testing.T) {
 	tl := newTail(3)
 	if len(tl.lines()) != 0 {
@@ -93,10 +166,14 @@ func TestEnvFile(t *testing.T) {
 func TestTestEnv(t *testing.T) {
 	o := options{image: "mine/node:x", runPrivate: ".", runHost: "TestOneNode", runLimit: 3 * time.Hour, create: 45 * time.Minute}
 	env := testEnv(o)
-	for k, want := range map[string]string{"MODE": "test", "IMAGE": "mine/node:x", "RUN_HOST": "TestOneNode", "TEST_TIMEOUT": "1h0m0s", "CREATE_TIMEOUT": "45m0s"} {
+	for k, want := range map[string]string{"MODE": "test", "IMAGE": "mine/node:x", "RUN_HOST": "TestOneNode", "TEST_TIMEOUT": "1h0m0s", "CREATE_TIMEOUT": "45m0s", "ROOTLESS": ""} {
 		if env[k] != want {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
 		}
+	}
+	o.rootless, o.runPrivate, o.runHost = "docker", "", ""
+	if env := testEnv(o); env["ROOTLESS"] != "docker" || env["TEST_TIMEOUT"] != "2h0m0s" || env["REAPER_IMAGE"] == "" || env["SUITE_ECHO_IMAGE"] == "" {
+		t.Errorf("rootless only: %v", env)
 	}
 	if !strings.Contains(guestScript, `KINDTEST_IMAGE="$IMAGE"`) {
 		t.Error("the guest script does not hand IMAGE to the suite as KINDTEST_IMAGE")
@@ -131,7 +208,8 @@ func TestResults(t *testing.T) {
 		"test-private.log":          "=== RUN   TestOneNode\n    suite_test.go:1: TIMING x\n--- PASS: TestOneNode (1.00s)\nPASS\n",
 		"test-private.rc":           "0\n", "test-host.log": "PASS\n", "test-host.rc": "0\n", "leftovers.txt": "",
 	}
-	r := readResults(writeFiles(t, good), true)
+	both := []suiteRun{runPrivate, runHost}
+	r := readResults(writeFiles(t, good), both)
 	if err := r.verdict(); err != nil {
 		t.Errorf("good run: %v", err)
 	}
@@ -151,12 +229,12 @@ func TestResults(t *testing.T) {
 	bad["test-host.log"] = "--- FAIL: TestTwoNodes (9.00s)\n    boom\nFAIL\n"
 	bad["leftovers.txt"] = "volume x-var\n"
 	delete(bad, "tested.ok")
-	r = readResults(writeFiles(t, bad), true)
+	r = readResults(writeFiles(t, bad), both)
 	err := r.verdict()
 	if err == nil {
 		t.Fatal("failed run passed")
 	}
-	for _, want := range []string{"did not finish", "default-cgroupns-mode host: exit code 1", "still holds objects"} {
+	for _, want := range []string{"did not finish", "default-cgroupns-mode=host): exit code 1", "still holds objects"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("verdict %q lacks %q", err, want)
 		}
@@ -169,8 +247,40 @@ func TestResults(t *testing.T) {
 	}
 	// Without the host-mode run, its missing results do not count.
 	delete(good, "test-host.rc")
-	if err := readResults(writeFiles(t, good), false).verdict(); err != nil {
+	if err := readResults(writeFiles(t, good), []suiteRun{runPrivate}).verdict(); err != nil {
 		t.Errorf("run without the host-mode suite: %v", err)
+	}
+
+	// The rootless runs: their verdicts and the rootless engine's leftovers count.
+	rl := wantedRuns(options{rootless: "docker"})
+	if len(rl) != 2 || rl[0] != runUndelegated || rl[1] != runRootless {
+		t.Fatalf("-run '' -run-host-cgroupns '' -rootless docker: runs %v", rl)
+	}
+	rootless := map[string]string{
+		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "", "docker-cgroup-private.txt": " Cgroup Version: 2\n",
+		"docker-cgroup-rootless.txt": " Cgroup Version: 2\n rootless\n",
+		"test-undelegated.log":       "--- PASS: TestRootlessWithoutDelegation (0.10s)\n", "test-undelegated.rc": "0\n",
+		"test-rootless.log": "--- PASS: TestOneNode (60.00s)\n", "test-rootless.rc": "0\n",
+		"leftovers.txt": "", "leftovers-rootless.txt": "",
+	}
+	r = readResults(writeFiles(t, rootless), rl)
+	if err := r.verdict(); err != nil {
+		t.Errorf("rootless run: %v", err)
+	}
+	rep = r.report()
+	for _, want := range []string{"suite (rootless Docker, only memory and pids delegated: refused up front): PASS", "--- PASS: TestRootlessWithoutDelegation",
+		"suite (rootless Docker, cpu cpuset io memory pids delegated): PASS", "left in the guest's rootless engine after the tests: nothing"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	rootless["leftovers-rootless.txt"] = "volume c-control-plane-var\n"
+	rootless["test-rootless.rc"] = "1\n"
+	err = readResults(writeFiles(t, rootless), rl).verdict()
+	for _, want := range []string{"rootless Docker, cpu cpuset io memory pids delegated): exit code 1", "rootless engine still holds objects"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("verdict %v lacks %q", err, want)
+		}
 	}
 }
 

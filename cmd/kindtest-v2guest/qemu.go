@@ -21,22 +21,22 @@ import (
 type vm struct {
 	Kernel, Initrd, Disk, Share string
 	MemoryMiB, CPUs             int
+	Accel                       accel
 }
 
-// qemuArgs boots the guest under software emulation (these machines have
-// no KVM) with its console on stdio, the share over 9p and a user-mode
-// network restricted to the guest itself.
+// qemuArgs boots the guest with its accelerator, its console on stdio,
+// the share over 9p and a user-mode network restricted to the guest
+// itself.
 func (v vm) qemuArgs() []string {
-	return []string{
-		"-machine", "q35", "-accel", "tcg,thread=multi",
+	return append(append([]string{"-machine", "q35"}, v.Accel.args()...),
 		"-smp", strconv.Itoa(v.CPUs), "-m", strconv.Itoa(v.MemoryMiB),
 		"-nographic", "-no-reboot",
 		"-kernel", v.Kernel, "-initrd", v.Initrd,
 		"-append", "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1",
-		"-drive", "file=" + v.Disk + ",format=qcow2,if=virtio,cache=unsafe",
-		"-virtfs", "local,path=" + v.Share + ",mount_tag=share,security_model=none,id=share",
+		"-drive", "file="+v.Disk+",format=qcow2,if=virtio,cache=unsafe",
+		"-virtfs", "local,path="+v.Share+",mount_tag=share,security_model=none,id=share",
 		"-netdev", "user,id=n0,restrict=on", "-device", "virtio-net-pci,netdev=n0",
-	}
+	)
 }
 
 // finishGrace is how long the guest gets to power off after its last line.

@@ -23,13 +23,16 @@ type recipe struct {
 // mount the unified cgroup v2 hierarchy by default, and Debian's Docker
 // (20.10, with cgroup namespaces). Without apparmor Docker cannot load its
 // default profile and refuses unprivileged containers (the reaper); the
-// hosts kindtest's users run have it.
+// hosts kindtest's users run have it. The rootless runs need rootlesskit
+// and slirp4netns (dockerd-rootless.sh comes with docker.io), uidmap's
+// newuidmap and newgidmap, a user D-Bus for the user's systemd, and podman.
 var guestRecipe = recipe{
 	Suite:   "bookworm",
 	Variant: "minbase",
 	Packages: []string{
-		"apparmor", "ca-certificates", "dbus", "docker.io", "iproute2", "iptables",
-		"kmod", "linux-image-amd64", "procps", "systemd", "systemd-sysv", "udev",
+		"apparmor", "ca-certificates", "dbus", "dbus-user-session", "docker.io", "iproute2", "iptables",
+		"kmod", "linux-image-amd64", "podman", "procps", "rootlesskit", "slirp4netns", "systemd", "systemd-sysv",
+		"udev", "uidmap",
 	},
 }
 

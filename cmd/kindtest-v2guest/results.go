@@ -11,6 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/fixture"
+	"github.com/kindtest/kindtest/kindtest"
 )
 
 // testRun boots a throwaway layer over the prepared disk with the suite in
@@ -38,7 +42,7 @@ func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, wor
 	if err != nil {
 		return results{}, err
 	}
-	return readResults(share, o.runHost != ""), nil
+	return readResults(share, wantedRuns(o)), nil
 }
 
 // testEnv is the guest script's settings for a test run: the suite uses
@@ -46,29 +50,70 @@ func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, wor
 func testEnv(o options) map[string]string {
 	// The suite's own deadline stays inside the guest's, so that a hung
 	// test is reported by go test with its goroutines rather than killed.
-	testTimeout := o.runLimit / 3
-	if o.runHost == "" {
-		testTimeout = o.runLimit * 2 / 3
+	runs := 0
+	for _, r := range []string{o.runPrivate, o.runHost, o.rootless} {
+		if r != "" {
+			runs++
+		}
 	}
+	testTimeout := o.runLimit * 2 / time.Duration(3*max(runs, 1))
 	return map[string]string{
-		"MODE": "test", "IMAGE": o.image, "RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost,
+		"MODE": "test", "IMAGE": o.image, "REAPER_IMAGE": kindtest.ReaperImage, "SUITE_ECHO_IMAGE": fixture.EchoImage,
+		"RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost, "ROOTLESS": o.rootless, "RUN_ROOTLESS": o.runRootless,
 		"TEST_TIMEOUT": testTimeout.String(), "CREATE_TIMEOUT": o.create.String(),
 	}
 }
 
-// results is what the guest left in the share.
-type results struct {
-	share                 string
-	kernel                string
-	cgroupPrivate         string // docker info's cgroup lines, engine as installed
-	cgroupHost            string // the same with default-cgroupns-mode host
-	logPrivate, logHost   string
-	codePrivate, codeHost int // -1: no exit code written
-	leftovers             string
-	finished, wantHostRun bool
+// suiteRun is one run of the suite in the guest: its files in the share
+// are docker-cgroup-NAME.txt, test-NAME.log and test-NAME.rc.
+type suiteRun struct {
+	name, title string
 }
 
-func readResults(share string, wantHost bool) results {
+var (
+	runPrivate     = suiteRun{"private", "engine as installed"}
+	runHost        = suiteRun{"host", "dockerd --default-cgroupns-mode=host"}
+	runUndelegated = suiteRun{"undelegated", "rootless Docker, only memory and pids delegated: refused up front"}
+	runRootless    = suiteRun{"rootless", "rootless Docker, cpu cpuset io memory pids delegated"}
+)
+
+// wantedRuns are the suite runs o asks for, in the order the guest runs
+// them.
+func wantedRuns(o options) []suiteRun {
+	var runs []suiteRun
+	if o.runPrivate != "" {
+		runs = append(runs, runPrivate)
+	}
+	if o.runHost != "" {
+		runs = append(runs, runHost)
+	}
+	if o.rootless == "docker" {
+		runs = append(runs, runUndelegated, runRootless)
+	}
+	return runs
+}
+
+// runResult is what one suite run left.
+type runResult struct {
+	suiteRun
+	cgroup string // docker info's cgroup lines
+	log    string
+	code   int // -1: no exit code written
+}
+
+// results is what the guest left in the share.
+type results struct {
+	share             string
+	kernel            string
+	cgroupInstalled   string // docker info's cgroup lines, engine as installed
+	runs              []runResult
+	leftovers         string
+	leftoversRootless string
+	rootless          bool
+	finished          bool
+}
+
+func readResults(share string, want []suiteRun) results {
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(share, name))
 		return strings.TrimSpace(string(b))
@@ -80,19 +125,22 @@ func readResults(share string, wantHost bool) results {
 		}
 		return n
 	}
-	return results{
-		share:         share,
-		kernel:        read("kernel.txt"),
-		cgroupPrivate: read("docker-cgroup-private.txt"),
-		cgroupHost:    read("docker-cgroup-host.txt"),
-		logPrivate:    read("test-private.log"),
-		logHost:       read("test-host.log"),
-		codePrivate:   code("test-private.rc"),
-		codeHost:      code("test-host.rc"),
-		leftovers:     read("leftovers.txt"),
-		finished:      fileExists(filepath.Join(share, "tested.ok")),
-		wantHostRun:   wantHost,
+	r := results{
+		share:             share,
+		kernel:            read("kernel.txt"),
+		cgroupInstalled:   read("docker-cgroup-private.txt"),
+		leftovers:         read("leftovers.txt"),
+		leftoversRootless: read("leftovers-rootless.txt"),
+		finished:          fileExists(filepath.Join(share, "tested.ok")),
 	}
+	for _, w := range want {
+		r.runs = append(r.runs, runResult{suiteRun: w, cgroup: read("docker-cgroup-" + w.name + ".txt"),
+			log: read("test-" + w.name + ".log"), code: code("test-" + w.name + ".rc")})
+		if w == runRootless {
+			r.rootless = true
+		}
+	}
+	return r
 }
 
 // report summarises the run for a person: engine facts, per-suite
@@ -100,18 +148,25 @@ func readResults(share string, wantHost bool) results {
 func (r results) report() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "v2guest: guest kernel %s\n", r.kernel)
-	fmt.Fprintf(&b, "v2guest: docker info (engine as installed):\n%s", indent(strings.Split(r.cgroupPrivate, "\n")))
-	b.WriteString(suiteReport("engine as installed", r.codePrivate, r.logPrivate))
-	if r.wantHostRun {
-		fmt.Fprintf(&b, "v2guest: docker info (default-cgroupns-mode host):\n%s", indent(strings.Split(r.cgroupHost, "\n")))
-		b.WriteString(suiteReport("dockerd --default-cgroupns-mode=host", r.codeHost, r.logHost))
+	fmt.Fprintf(&b, "v2guest: docker info (engine as installed):\n%s", indent(strings.Split(r.cgroupInstalled, "\n")))
+	for _, run := range r.runs {
+		if run.suiteRun != runPrivate {
+			fmt.Fprintf(&b, "v2guest: docker info (%s):\n%s", run.title, indent(strings.Split(run.cgroup, "\n")))
+		}
+		b.WriteString(suiteReport(run.title, run.code, run.log))
 	}
-	if r.leftovers == "" {
-		b.WriteString("v2guest: left in the guest's engine after the tests: nothing\n")
-	} else {
-		fmt.Fprintf(&b, "v2guest: left in the guest's engine after the tests:\n%s", indent(strings.Split(r.leftovers, "\n")))
+	b.WriteString(leftoversReport("the guest's engine", r.leftovers))
+	if r.rootless {
+		b.WriteString(leftoversReport("the guest's rootless engine", r.leftoversRootless))
 	}
 	return b.String()
+}
+
+func leftoversReport(engine, left string) string {
+	if left == "" {
+		return "v2guest: left in " + engine + " after the tests: nothing\n"
+	}
+	return fmt.Sprintf("v2guest: left in %s after the tests:\n%s", engine, indent(strings.Split(left, "\n")))
 }
 
 func suiteReport(name string, code int, log string) string {
@@ -144,16 +199,18 @@ func (r results) verdict() error {
 	if !r.finished {
 		errs = append(errs, errors.New("the guest did not finish its run (see the console log)"))
 	}
-	if r.codePrivate != 0 {
-		errs = append(errs, fmt.Errorf("suite on the engine as installed: exit code %d", r.codePrivate))
-	}
-	if r.wantHostRun && r.codeHost != 0 {
-		errs = append(errs, fmt.Errorf("suite with default-cgroupns-mode host: exit code %d", r.codeHost))
+	for _, run := range r.runs {
+		if run.code != 0 {
+			errs = append(errs, fmt.Errorf("suite (%s): exit code %d", run.title, run.code))
+		}
 	}
 	if r.leftovers != "" {
 		errs = append(errs, errors.New("the guest's engine still holds objects after the tests"))
 	}
-	if !strings.Contains(r.cgroupPrivate, "Cgroup Version: 2") {
+	if r.rootless && r.leftoversRootless != "" {
+		errs = append(errs, errors.New("the guest's rootless engine still holds objects after the tests"))
+	}
+	if !strings.Contains(r.cgroupInstalled, "Cgroup Version: 2") {
 		errs = append(errs, errors.New("the guest's engine does not report cgroup version 2"))
 	}
 	return errors.Join(errs...)

@@ -94,6 +94,9 @@ type InitConfig struct {
 	FeatureGates map[string]bool
 	// KubeProxyMode is kube-proxy's mode: iptables, nftables or ipvs.
 	KubeProxyMode string
+	// InUserNamespace says the nodes run in a user namespace (a rootless
+	// engine), where kube-proxy cannot set the conntrack timeouts.
+	InUserNamespace bool
 }
 
 // JoinConfig is what a joining node's kubeadm configuration holds: its

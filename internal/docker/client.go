@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -229,6 +230,16 @@ type EngineInfo struct {
 	ContainerdStore bool
 	NCPU            int
 	MemTotal        int64
+	// KernelVersion is the engine host's kernel release (uname -r).
+	KernelVersion string
+	// Rootless says the engine runs as an unprivileged user, in a user
+	// namespace (its security options name "rootless").
+	Rootless bool
+	// Controllers are the cgroup controllers the engine can limit its
+	// containers with, among cpu, cpuset, memory and pids: on cgroup v2
+	// what its own cgroup was given, which for a rootless engine is what
+	// systemd delegates to the user.
+	Controllers []string
 }
 
 // Info describes the engine.
@@ -247,7 +258,38 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		ContainerdStore: containerdStore(info.DriverStatus),
 		NCPU:            info.NCPU,
 		MemTotal:        info.MemTotal,
+		KernelVersion:   info.KernelVersion,
+		Rootless:        rootless(info.SecurityOptions),
+		Controllers:     controllers(info.CPUShares && info.CPUCfsQuota, info.CPUSet, info.MemoryLimit, info.PidsLimit),
 	}, nil
+}
+
+// rootless tells from the engine's security options whether it runs
+// rootless: Docker lists "name=rootless", podman "rootless" as well.
+func rootless(opts []string) bool {
+	for _, o := range opts {
+		for _, kv := range strings.Split(o, ",") {
+			if kv == "name=rootless" || kv == "rootless" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// controllers names the cgroup controllers behind the engine's limit
+// capabilities, in a fixed order.
+func controllers(cpu, cpuset, memory, pids bool) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{{"cpu", cpu}, {"cpuset", cpuset}, {"memory", memory}, {"pids", pids}} {
+		if c.ok {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 // containerdStore tells from the engine's driver status whether it keeps

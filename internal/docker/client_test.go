@@ -196,3 +196,25 @@ func TestAPIVersionsCheckFails(t *testing.T) {
 		}
 	}
 }
+
+func TestRootlessAndControllers(t *testing.T) {
+	for _, c := range []struct {
+		opts []string
+		want bool
+	}{
+		{[]string{"name=seccomp,profile=default", "name=rootless", "name=cgroupns"}, true},
+		{[]string{"name=apparmor", "name=seccomp,profile=default", "name=cgroupns"}, false},
+		{[]string{"name=seccomp,profile=default", "rootless"}, true},
+		{nil, false},
+	} {
+		if got := rootless(c.opts); got != c.want {
+			t.Errorf("rootless(%q) = %v, want %v", c.opts, got, c.want)
+		}
+	}
+	if got := strings.Join(controllers(false, false, true, true), " "); got != "memory pids" {
+		t.Errorf("controllers: %q, want memory pids", got)
+	}
+	if got := strings.Join(controllers(true, true, true, true), " "); got != "cpu cpuset memory pids" {
+		t.Errorf("controllers: %q", got)
+	}
+}

@@ -50,5 +50,10 @@ if [ "$bridge_netfilter" = on ]; then
   # one node only if bridged packets go through them. The settings exist
   # where the host has br_netfilter loaded; without it, policies still
   # hold between nodes.
-  if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1; fi
+  # In a user namespace (a rootless engine) they may not be the node's to
+  # set.
+  if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
+    sysctl -qw net.bridge.bridge-nf-call-iptables=1 net.bridge.bridge-nf-call-ip6tables=1 ||
+      grep -Eq '^ +0 +0 +4294967295$' /proc/self/uid_map || exit 1
+  fi
 fi

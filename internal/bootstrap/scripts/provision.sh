@@ -3,8 +3,17 @@
 # run. Usage: provision.sh [MACHINE_ID]: a restarted node passes the
 # machine id it had; a new node gets a random one.
 set -eu
+# In a user namespace (a rootless engine) uid 0 is not the host's root.
+userns=
+if ! grep -Eq '^ +0 +0 +4294967295$' /proc/self/uid_map; then userns=1; fi
 # systemd and the kubelet take a writable /sys for a host they may manage.
-mount -o remount,ro /sys
+# In a user namespace the remount is refused (the sysfs mount's flags are
+# locked), and /sys is not the host's to manage anyway: its files belong
+# to the host's root.
+if ! mount -o remount,ro /sys; then
+  [ -n "$userns" ] || exit 1
+  echo "provision: in a user namespace: /sys stays as the engine mounted it" >&2
+fi
 
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
   # cgroup v2, in a cgroup namespace of the node's own: its cgroup is the

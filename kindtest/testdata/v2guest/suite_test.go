@@ -1,7 +1,8 @@
 // Package v2guest is the suite cmd/kindtest-v2guest runs inside a cgroup v2
 // guest: node-only and Kubernetes clusters, pod traffic, Service DNS,
 // LoadImage, a memory limit enforced by the kernel, and removal without
-// leftovers. It runs on any engine with the node, reaper and echo images
+// leftovers, on a rootful engine and on a rootless one (run as its user,
+// DOCKER_HOST naming its socket). It runs on any engine with the node, reaper and echo images
 // (kindtest/echo:dev, see internal/fixture); it lives under testdata so
 // that `go test ./...` on the build host does not run it a second time.
 package v2guest
@@ -91,9 +92,67 @@ func TestEngineIsCgroupV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("engine %s, cgroup v%s, driver %s, %s", info.Version, info.CgroupVersion, info.CgroupDriver, info.OS)
+	t.Logf("engine %s, cgroup v%s, driver %s, %s, rootless %v, controllers %q", info.Version, info.CgroupVersion, info.CgroupDriver, info.OS, info.Rootless, info.Controllers)
+	if want := os.Getenv("KINDTEST_V2_ROOTLESS") != ""; info.Rootless != want {
+		t.Errorf("engine rootless: %v, want %v (KINDTEST_V2_ROOTLESS=%q)", info.Rootless, want, os.Getenv("KINDTEST_V2_ROOTLESS"))
+	}
 	if info.CgroupVersion != "2" {
 		t.Errorf("engine reports cgroup version %q: this suite is meant for a cgroup v2 host", info.CgroupVersion)
+	}
+}
+
+// nodeControllers are the controllers a node must see and hand down: on a
+// rootful engine every one the kernel has that kubelet uses; on a rootless
+// one those systemd delegates to the user (the guest delegates cpu, cpuset,
+// io, memory and pids; systemd does not manage hugetlb).
+func nodeControllers(t *testing.T, dc *docker.Client) []string {
+	info, err := dc.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Rootless {
+		return []string{"cpu", "memory", "pids", "io", "cpuset"}
+	}
+	return []string{"cpu", "memory", "pids", "io", "cpuset", "hugetlb"}
+}
+
+// TestRootlessWithoutDelegation runs on a rootless engine whose user was
+// not delegated the cpu controller (KINDTEST_V2_UNDELEGATED set): New
+// must refuse it up front, naming the fix, and leave nothing on the engine.
+func TestRootlessWithoutDelegation(t *testing.T) {
+	if os.Getenv("KINDTEST_V2_UNDELEGATED") == "" {
+		t.Skip("for a rootless engine without cpu delegation (KINDTEST_V2_UNDELEGATED=1)")
+	}
+	dc := enginetest.Client(t)
+	ctx := opCtx(t)
+	before, err := dc.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	// Without Kubernetes: should the check let it through, the node boot
+	// says so in seconds rather than a whole cluster's creation.
+	c, err := kindtest.New(ctx, kindtest.WithoutKubernetes(), kindtest.WithCreateTimeout(createTimeout(t)))
+	if err == nil {
+		c.Delete(ctx)
+		t.Fatal("New succeeded on a rootless engine without cpu delegation")
+	}
+	t.Logf("TIMING refused in %v: %v", time.Since(began).Round(time.Millisecond), err)
+	for _, want := range []string{"rootless engine at unix://", "lacks the cpu controller", "/etc/systemd/system/user@.service.d/delegate.conf", "systemctl daemon-reload"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q", want)
+		}
+	}
+	labels := map[string]string{kindtest.LabelCluster: ""}
+	cs, _ := dc.ListContainers(ctx, labels)
+	vs, _ := dc.ListVolumes(ctx, labels)
+	ns, _ := dc.ListNetworks(ctx, labels)
+	after, err := dc.ListContainers(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs)+len(vs)+len(ns) != 0 || len(after) != len(before) {
+		t.Errorf("left on the engine: %d cluster container(s), %d volume(s), %d network(s); %d containers before, %d after", len(cs), len(vs), len(ns), len(before), len(after))
 	}
 }
 
@@ -122,7 +181,7 @@ func TestNodeOnly(t *testing.T) {
 		t.Fatalf("controllers:\n%s", res.Stdout)
 	}
 	t.Logf("node controllers %q, enabled for children %q", lines[0], lines[1])
-	for _, want := range []string{"cpu", "memory", "pids", "io", "cpuset", "hugetlb"} {
+	for _, want := range nodeControllers(t, dc) {
 		if !hasWord(lines[0], want) || !hasWord(lines[1], want) {
 			t.Errorf("controller %s missing: available %q, for children %q", want, lines[0], lines[1])
 		}
@@ -159,7 +218,7 @@ func TestOneNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"cpu", "memory", "pids", "io", "cpuset", "hugetlb"} {
+		for _, want := range nodeControllers(t, dc) {
 			if !hasWord(res.Stdout, want) {
 				t.Errorf("kubepods.slice hands down %q: no %s", strings.TrimSpace(res.Stdout), want)
 			}
