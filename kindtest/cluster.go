@@ -74,8 +74,8 @@ type life struct {
 	marked    bool
 	reuseLock *flock.Lock     // held while this run uses a reusable cluster
 	reaper    *reaper.Session // the reaper session this cluster is registered with
-	// serviceLBs runs the LoadBalancer Services' load balancers
-	// (WithLoadBalancerServices), in the process that made the cluster.
+	// serviceLBs runs the LoadBalancer Services' load balancers (unless
+	// WithoutLoadBalancer), in the process that made the cluster.
 	serviceLBs *serviceLBs
 
 	endOnce sync.Once // the cluster is released, kept or removed once

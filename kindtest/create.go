@@ -101,13 +101,20 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		dc.Close()
 		return nil, nil, fmt.Errorf("kindtest: invalid options: %w", err)
 	}
-	for _, s := range append(sidecars, serviceLBImage) {
+	for _, s := range sidecars {
 		if !s.wanted(cfg) {
 			continue
 		}
 		if err := s.ensureImage(ctx, dc, cfg.image, cfg.logger); err != nil {
 			dc.Close()
 			return nil, nil, fmt.Errorf("kindtest: %w", err)
+		}
+	}
+	if cfg.loadBalancers() {
+		// Not asked for by name: without the image the cluster is still
+		// made, and LoadBalancer Services get no address.
+		if err := serviceLBImage.ensureImage(ctx, dc, cfg.image, cfg.logger); err != nil {
+			cfg.logger.Printf("kindtest: %v: LoadBalancer Services will get no address (WithoutLoadBalancer says so quietly)", err)
 		}
 	}
 	now := time.Now()

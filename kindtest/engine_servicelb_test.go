@@ -32,11 +32,15 @@ spec:
 func TestLoadBalancerServices(t *testing.T) {
 	dc := engine(t)
 	echo, manifest := echoApp(t)
-	c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithLoadBalancerServices())
+	c := start(t, dc, kindtest.WithWorkers(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	pods := deployEcho(ctx, t, c, echo, manifest, lbService)
 	began := time.Now()
+	if err := c.Wait(ctx, "default", "service/echo-lb", kindtest.HasAddress); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Wait HasAddress: %s after the Service", time.Since(began).Round(time.Millisecond))
 	for _, port := range []int{80, 8081} {
 		addr, err := c.LoadBalancerAddr(ctx, "default", "echo-lb", port)
 		if err != nil {

@@ -133,9 +133,9 @@ type shape struct {
 	// pods and services are the pod and Service ranges (WithPodSubnet,
 	// WithServiceSubnet); "" is the default.
 	pods, services string
-	// serviceLBs: LoadBalancer Services get a load balancer
-	// (WithLoadBalancerServices).
-	serviceLBs bool
+	// withoutLoadBalancer: LoadBalancer Services get no load balancer
+	// (WithoutLoadBalancer).
+	withoutLoadBalancer bool
 }
 
 // portMapping publishes nodePort of the control-plane node on hostPort of
@@ -282,9 +282,6 @@ func (c *config) validate() error {
 	}
 	// WithPodSubnet, WithServiceSubnet.
 	errs = append(errs, c.validateSubnets()...)
-	if c.serviceLBs && !c.kubernetes {
-		errs = append(errs, errors.New("WithLoadBalancerServices serves Kubernetes Services, which WithoutKubernetes leaves out: drop one of them"))
-	}
 	// WithKubeProxyMode.
 	if c.kubeProxyMode != "" && !c.kubernetes {
 		errs = append(errs, fmt.Errorf("kube-proxy mode %s: kube-proxy is part of Kubernetes, which WithoutKubernetes leaves out: drop one of them", c.kubeProxyMode))
@@ -731,20 +728,27 @@ func WithKubeProxyMode(mode KubeProxyMode) Option {
 	}
 }
 
-// WithLoadBalancerServices gives every Service of type LoadBalancer a
-// load balancer, as cloud-provider-kind does for kind: a container on the
-// cluster's network (from LoadBalancerImage) that forwards each TCP port
-// of the Service to its node port on every node, with the ports published
-// on the host. The Service's status gets the container's address (ipMode
-// Proxy); LoadBalancerAddr gives the address to dial from the test
-// process, wherever it runs. The process that made the cluster runs the
-// controller, looking at the Services every second, until the cluster is
-// deleted or kept; a kept cluster's load balancers stay as they were.
-// UDP ports and Services without node ports get none, and the log says
-// so. With WithReuse, clusters with and without it are told apart.
-func WithLoadBalancerServices() Option {
-	return func(c *config) error { c.serviceLBs = true; return nil }
+// WithoutLoadBalancer leaves LoadBalancer Services without an address,
+// as on a cluster with no cloud provider. Default: every Service of type
+// LoadBalancer gets a load balancer, as cloud-provider-kind gives kind
+// clusters: a container on the cluster's network (from
+// LoadBalancerImage) that forwards each TCP port of the Service to its
+// node port on every node, with the ports published on the host. The
+// Service's status gets the container's address (ipMode Proxy), so Wait
+// with HasAddress sees it; LoadBalancerAddr gives the address to dial
+// from the test process, wherever it runs. The process that made the
+// cluster runs the controller, which costs nothing at start and, while
+// no Service is of type LoadBalancer, one list of Services a second,
+// until the cluster is deleted or kept; a kept cluster's load balancers
+// stay as they were. UDP ports and Services without node ports get none,
+// and the log says so. With WithReuse, clusters with and without it are
+// told apart.
+func WithoutLoadBalancer() Option {
+	return func(c *config) error { c.withoutLoadBalancer = true; return nil }
 }
+
+// loadBalancers says whether LoadBalancer Services get load balancers.
+func (s shape) loadBalancers() bool { return s.kubernetes && !s.withoutLoadBalancer }
 
 // WithPodSubnet sets the cluster's pod range, an IPv4 range of at least
 // a /24 per node: each node gets the next /24 of it (the control plane the

@@ -67,7 +67,7 @@ func TestReuseHashCoversShape(t *testing.T) {
 		{WithKubeProxyMode(KubeProxyNFTables)},
 		{WithKubeProxyMode(KubeProxyIPVS)},
 		{WithPodSubnet("10.123.0.0/16")},
-		{WithLoadBalancerServices()},
+		{WithoutLoadBalancer()},
 		{WithServiceSubnet("10.124.0.0/16")},
 	}
 	seen := map[string]int{reuseHash(def, "img"): -1}

@@ -1,4 +1,4 @@
-// LoadBalancer Services (WithLoadBalancerServices): a load-balancer
+// LoadBalancer Services (unless WithoutLoadBalancer): a load-balancer
 // container per Service, as cloud-provider-kind makes them, run by the
 // process that made the cluster.
 
@@ -23,7 +23,7 @@ import (
 )
 
 // RoleServiceLoadBalancer is the role label (LabelRole) of the container
-// that serves one LoadBalancer Service (WithLoadBalancerServices).
+// that serves one LoadBalancer Service (see WithoutLoadBalancer).
 const RoleServiceLoadBalancer = "service-load-balancer"
 
 // Labels of a Service's load-balancer container: which Service, and the
@@ -36,8 +36,7 @@ const (
 
 // serviceLBImage is the Services' load balancers' image as a sidecar:
 // only ensureImage applies, before anything is created.
-var serviceLBImage = sidecar{option: "WithLoadBalancerServices", what: "load balancer", image: LoadBalancerImage,
-	wanted: func(cfg *config) bool { return cfg.serviceLBs }}
+var serviceLBImage = sidecar{what: "LoadBalancer Services' load-balancer", image: LoadBalancerImage}
 
 // serviceLBInterval is how often the Services are looked at.
 const serviceLBInterval = time.Second
@@ -49,6 +48,9 @@ type serviceLBs struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	said   map[string]string // the last problem logged per Service
+	// made is set once the cluster has had a load-balancer container:
+	// until then no Service of type LoadBalancer means nothing to do.
+	made bool
 }
 
 // lbService is what the controller needs of a Service.
@@ -88,10 +90,10 @@ func (s lbService) forwards() string {
 	return strings.Join(out, ",")
 }
 
-// startServiceLBs starts the controller when the cluster was made
-// WithLoadBalancerServices.
+// startServiceLBs starts the controller unless the cluster was made
+// WithoutLoadBalancer.
 func (c *Cluster) startServiceLBs() {
-	if !c.cfg.serviceLBs {
+	if !c.cfg.loadBalancers() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -158,10 +160,14 @@ func (s *serviceLBs) sync(ctx context.Context, api *apiClient) error {
 	if err := api.get(ctx, "/api/v1/services", &list); err != nil {
 		return err
 	}
+	if !s.made && !slices.ContainsFunc(list.Items, func(svc lbService) bool { return svc.Spec.Type == "LoadBalancer" }) {
+		return nil // nothing to do, and no container to look for
+	}
 	cs, err := s.c.docker.ListContainers(ctx, map[string]string{LabelCluster: s.c.name, LabelRole: RoleServiceLoadBalancer})
 	if err != nil {
 		return err
 	}
+	s.made = s.made || len(cs) > 0
 	have := map[string]docker.Container{}
 	for _, ct := range cs {
 		have[ct.Labels[labelService]] = ct
@@ -244,6 +250,7 @@ func (s *serviceLBs) create(ctx context.Context, svc lbService, fwd string) (doc
 	if err != nil {
 		return docker.Container{}, err
 	}
+	s.made = true
 	if err := s.c.docker.StartContainer(ctx, id); err != nil {
 		return docker.Container{}, errors.Join(err, s.c.docker.RemoveContainer(context.WithoutCancel(ctx), id))
 	}
@@ -264,7 +271,7 @@ func setIngress(ctx context.Context, api *apiClient, svc lbService, ip string) e
 }
 
 // LoadBalancerAddr waits until the LoadBalancer Service namespace/name has
-// its load balancer (WithLoadBalancerServices), and returns the host:port
+// its load balancer (see WithoutLoadBalancer), and returns the host:port
 // this process dials for its port: on the engine's host (or a remote
 // engine's), the port the engine published it on; from a container of
 // the engine, the load balancer's address on the cluster's network, the
@@ -274,8 +281,8 @@ func (c *Cluster) LoadBalancerAddr(ctx context.Context, namespace, name string, 
 	if err := c.usable("LoadBalancer address"); err != nil {
 		return "", fmt.Errorf("kindtest: %w", err)
 	}
-	if !c.cfg.serviceLBs {
-		return "", fmt.Errorf("kindtest: cluster %s: LoadBalancer address of %s/%s: the cluster was made without WithLoadBalancerServices, so LoadBalancer Services get no address", c.name, namespace, name)
+	if !c.cfg.loadBalancers() {
+		return "", fmt.Errorf("kindtest: cluster %s: LoadBalancer address of %s/%s: the cluster was made WithoutLoadBalancer, so LoadBalancer Services get no address", c.name, namespace, name)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

@@ -26,6 +26,9 @@ const (
 	Complete Condition = "Complete"
 	// Deleted: the object is gone (at once when it does not exist).
 	Deleted Condition = "Deleted"
+	// HasAddress: a Service of type LoadBalancer has an address in its
+	// status (see WithoutLoadBalancer).
+	HasAddress Condition = "HasAddress"
 )
 
 // defaultWaitTimeout bounds Wait when ctx has no deadline.
@@ -111,9 +114,11 @@ func (c *Cluster) Wait(ctx context.Context, namespace, object string, cond Condi
 		args = []string{"wait", "--for=condition=Ready", object, "-n", namespace, "--timeout=" + t}
 	case Deleted:
 		args = []string{"wait", "--for=delete", object, "-n", namespace, "--timeout=" + t}
+	case HasAddress:
+		args = []string{"wait", "--for=jsonpath={.status.loadBalancer.ingress[0].ip}", object, "-n", namespace, "--timeout=" + t}
 	case Complete:
 	default:
-		return fmt.Errorf("wait for %s: unknown condition %q: use Available, Ready, Complete or Deleted", object, cond)
+		return fmt.Errorf("wait for %s: unknown condition %q: use Available, Ready, Complete, Deleted or HasAddress", object, cond)
 	}
 	if cond == Complete {
 		_, err = c.ControlPlane().Exec(ctx, bootstrap.WaitJobCommand(adminKubeconfig, object, namespace, t)...)
