@@ -71,6 +71,11 @@ func (b *builder) deriveModule(ctx context.Context, req moduleReq) (string, erro
 		return "", err
 	}
 	upstreamGoMod, err := downloadModule(ctx, downloadDir, req.path, req.version)
+	if err != nil && req.path == kubernetesModule {
+		if served, lerr := moduleVersions(ctx, downloadDir, req.path); lerr == nil && !slices.Contains(served, req.version) {
+			return "", fmt.Errorf("Kubernetes %s is not served by the Go module proxy (%s): %s", req.version, goEnvValue(ctx, "GOPROXY"), servedReleases(served))
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -130,6 +135,78 @@ func (b *builder) deriveModule(ctx context.Context, req moduleReq) (string, erro
 	}
 	b.cfg.logger.Printf("  derived module %s for %s %s in %s", dir, req.path, req.version, time.Since(start).Round(100*time.Millisecond))
 	return dir, nil
+}
+
+// moduleVersions lists the versions of module path the proxy serves.
+func moduleVersions(ctx context.Context, dir, path string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-versions", "-json", path)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), deriveEnv...)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	var info struct{ Versions []string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return nil, err
+	}
+	return info.Versions, nil
+}
+
+// goEnvValue is one setting of go env, "" when it cannot be read.
+func goEnvValue(ctx context.Context, name string) string {
+	out, err := exec.CommandContext(ctx, "go", "env", name).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// servedReleases says which Kubernetes releases of served there are: the
+// newest patch of each of the newest minors, for -kubernetes-version.
+func servedReleases(served []string) string {
+	newest := map[string]string{} // v1.MINOR: its newest release
+	var minors []string
+	for _, v := range served {
+		m := releaseVersion.FindStringSubmatch(v)
+		if m == nil || m[1] != "1" {
+			continue
+		}
+		minor := "v1." + m[2]
+		if old, ok := newest[minor]; !ok {
+			minors = append(minors, minor)
+			newest[minor] = v
+		} else if semverLess(old, v) {
+			newest[minor] = v
+		}
+	}
+	if len(minors) == 0 {
+		return "it serves no release of k8s.io/kubernetes: check GOPROXY"
+	}
+	slices.SortFunc(minors, func(a, b string) int {
+		if semverLess(a+".0", b+".0") {
+			return 1
+		}
+		return -1
+	})
+	var list []string
+	for _, m := range minors[:min(len(minors), 4)] {
+		list = append(list, newest[m])
+	}
+	return "the newest releases it serves are " + strings.Join(list, ", ") + " (one per minor): pass one of those to -kubernetes-version"
+}
+
+// semverLess compares two vMAJOR.MINOR.PATCH releases.
+func semverLess(a, b string) bool {
+	pa, pb := releaseVersion.FindStringSubmatch(a), releaseVersion.FindStringSubmatch(b)
+	for i := 1; i <= 3; i++ {
+		x, _ := strconv.Atoi(pa[i])
+		y, _ := strconv.Atoi(pb[i])
+		if x != y {
+			return x < y
+		}
+	}
+	return false
 }
 
 // downloadModule downloads path@version into the module cache and returns

@@ -50,3 +50,15 @@ func TestReaperRef(t *testing.T) {
 		}
 	}
 }
+
+func TestServedReleases(t *testing.T) {
+	served := []string{"v1.9.0", "v1.34.0", "v1.34.4", "v1.34.2", "v1.35.4", "v1.36.1", "v1.36.3", "v1.37.2", "v1.38.0-alpha.1", "v0.4.0"}
+	got := servedReleases(served)
+	want := "the newest releases it serves are v1.37.2, v1.36.3, v1.35.4, v1.34.4 (one per minor)"
+	if !strings.HasPrefix(got, want) {
+		t.Errorf("servedReleases:\n got %s\nwant %s...", got, want)
+	}
+	if got := servedReleases([]string{"v0.1.0"}); !strings.Contains(got, "no release") {
+		t.Errorf("no releases: %s", got)
+	}
+}
