@@ -74,9 +74,10 @@ type life struct {
 	marked    bool
 	reuseLock *flock.Lock     // held while this run uses a reusable cluster
 	reaper    *reaper.Session // the reaper session this cluster is registered with
-	// serviceLBs runs the LoadBalancer Services' load balancers (unless
-	// WithoutLoadBalancer), in the process that made the cluster.
-	serviceLBs *serviceLBs
+	// stopLBs stops the LoadBalancer Services' controller (unless
+	// WithoutLoadBalancer), which runs in the process that made the
+	// cluster; nil when none runs.
+	stopLBs func()
 
 	endOnce sync.Once // the cluster is released, kept or removed once
 	endErr  error

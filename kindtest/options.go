@@ -750,6 +750,33 @@ func WithoutLoadBalancer() Option {
 // loadBalancers says whether LoadBalancer Services get load balancers.
 func (s shape) loadBalancers() bool { return s.kubernetes && !s.withoutLoadBalancer }
 
+// podSubnet is the cluster's pod range.
+func (s shape) podSubnet() string {
+	if s.pods == "" {
+		return defaultPodSubnet
+	}
+	return s.pods
+}
+
+// serviceSubnet is the cluster's Service range.
+func (s shape) serviceSubnet() string {
+	if s.services == "" {
+		return defaultServiceSubnet
+	}
+	return s.services
+}
+
+// nodePodSubnet is the pod range of node i: the i-th /24 of the pod
+// range. Each node owns a fixed /24, so the pod network is known before
+// any node boots and needs no controller.
+func (s shape) nodePodSubnet(i int) string {
+	p := netip.MustParsePrefix(s.podSubnet())
+	a := p.Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += uint32(i) << 8
+	return fmt.Sprintf("%d.%d.%d.0/24", byte(n>>24), byte(n>>16), byte(n>>8))
+}
+
 // WithPodSubnet sets the cluster's pod range, an IPv4 range of at least
 // a /24 per node: each node gets the next /24 of it (the control plane the
 // first). Default: 10.244.0.0/16, as kind's. Use it when the default

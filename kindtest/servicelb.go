@@ -22,10 +22,6 @@ import (
 	"github.com/kindtest/kindtest/internal/poll"
 )
 
-// RoleServiceLoadBalancer is the role label (LabelRole) of the container
-// that serves one LoadBalancer Service (see WithoutLoadBalancer).
-const RoleServiceLoadBalancer = "service-load-balancer"
-
 // Labels of a Service's load-balancer container: which Service, and the
 // ports it forwards (PORT:NODEPORT,...), so that a changed Service gets a
 // new container.
@@ -33,10 +29,6 @@ const (
 	labelService      = "dev.kindtest.service"
 	labelServicePorts = "dev.kindtest.service-ports"
 )
-
-// serviceLBImage is the Services' load balancers' image as a sidecar:
-// only ensureImage applies, before anything is created.
-var serviceLBImage = sidecar{what: "LoadBalancer Services' load-balancer", image: LoadBalancerImage}
 
 // serviceLBInterval is how often the Services are looked at.
 const serviceLBInterval = time.Second
@@ -99,7 +91,7 @@ func (c *Cluster) startServiceLBs() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &serviceLBs{c: c, cancel: cancel, done: make(chan struct{}), said: map[string]string{}}
 	c.life.mu.Lock()
-	c.life.serviceLBs = s
+	c.life.stopLBs = func() { s.cancel(); <-s.done }
 	c.life.mu.Unlock()
 	go s.run(ctx)
 }
@@ -107,12 +99,11 @@ func (c *Cluster) startServiceLBs() {
 // stopServiceLBs stops the controller, if one runs, and waits for it.
 func (c *Cluster) stopServiceLBs() {
 	c.life.mu.Lock()
-	s := c.life.serviceLBs
-	c.life.serviceLBs = nil
+	stop := c.life.stopLBs
+	c.life.stopLBs = nil
 	c.life.mu.Unlock()
-	if s != nil {
-		s.cancel()
-		<-s.done
+	if stop != nil {
+		stop()
 	}
 }
 

@@ -55,6 +55,14 @@ var sidecars = []sidecar{
 	},
 }
 
+// RoleServiceLoadBalancer is the role label (LabelRole) of the container
+// that serves one LoadBalancer Service (see WithoutLoadBalancer).
+const RoleServiceLoadBalancer = "service-load-balancer"
+
+// serviceLBImage is the Services' load balancers' image as a sidecar:
+// only ensureImage applies, before anything is created.
+var serviceLBImage = sidecar{what: "LoadBalancer Services' load-balancer", image: LoadBalancerImage}
+
 // reaperImage is the reaper's image as a sidecar: only ensureImage
 // applies, the reaper's container being the engine's (see reaper.go).
 var reaperImage = sidecar{what: "reaper", image: ReaperImage}
