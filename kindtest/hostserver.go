@@ -115,7 +115,7 @@ func (c *Cluster) serveHTTPS(ctx context.Context, handler http.Handler) (*HostSe
 		ReadHeaderTimeout: 30 * time.Second,
 		// A handshake the API server refuses (a CA bundle that is not
 		// CABundle) is worth seeing in the test's log.
-		ErrorLog: log.New(logLines{c.log, "kindtest: " + c.name + ": host server: "}, "", 0),
+		ErrorLog: log.New(logLines{c, "kindtest: " + c.name + ": host server: "}, "", 0),
 	}
 	go func() { _ = s.srv.ServeTLS(ln, "", "") }()
 	if err := s.createService(ctx); err != nil {
@@ -320,14 +320,18 @@ func denyProbe(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// logLines writes each line to a Logger.
+// logLines writes each line to the cluster's Logger while its handle is
+// open: Start's logger is its test's, which must not be written to once
+// the test has ended, and a server left open may still be called then.
 type logLines struct {
-	log    Logger
+	c      *Cluster
 	prefix string
 }
 
 func (w logLines) Write(p []byte) (int, error) {
-	w.log.Printf("%s%s", w.prefix, strings.TrimRight(string(p), "\n"))
+	if !w.c.life.closed.Load() {
+		w.c.log.Printf("%s%s", w.prefix, strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
 }
 
