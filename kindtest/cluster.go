@@ -142,6 +142,9 @@ func (c *Cluster) Close() error {
 	var err error
 	c.life.closeOnce.Do(func() {
 		c.life.closed.Store(true)
+		// The LoadBalancer Services' controller needs the engine
+		// connection closed below.
+		c.stopServiceLBs()
 		c.life.mu.Lock()
 		lock := c.life.reuseLock
 		c.life.reuseLock = nil
@@ -152,6 +155,17 @@ func (c *Cluster) Close() error {
 		err = errors.Join(err, c.docker.Close())
 	})
 	return err
+}
+
+// stopServiceLBs stops the controller, if one runs, and waits for it.
+func (c *Cluster) stopServiceLBs() {
+	c.life.mu.Lock()
+	stop := c.life.stopLBs
+	c.life.stopLBs = nil
+	c.life.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 }
 
 // Timings returns how long each phase of creation took, in the order the

@@ -43,6 +43,8 @@ type serviceLBs struct {
 	// made is set once the cluster has had a load-balancer container:
 	// until then no Service of type LoadBalancer means nothing to do.
 	made bool
+	// ips are the containers' addresses by ID (see address).
+	ips map[string]string
 }
 
 // lbService is what the controller needs of a Service.
@@ -89,22 +91,11 @@ func (c *Cluster) startServiceLBs() {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &serviceLBs{c: c, cancel: cancel, done: make(chan struct{}), said: map[string]string{}}
+	s := &serviceLBs{c: c, cancel: cancel, done: make(chan struct{}), said: map[string]string{}, ips: map[string]string{}}
 	c.life.mu.Lock()
 	c.life.stopLBs = func() { s.cancel(); <-s.done }
 	c.life.mu.Unlock()
 	go s.run(ctx)
-}
-
-// stopServiceLBs stops the controller, if one runs, and waits for it.
-func (c *Cluster) stopServiceLBs() {
-	c.life.mu.Lock()
-	stop := c.life.stopLBs
-	c.life.stopLBs = nil
-	c.life.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
 }
 
 func (s *serviceLBs) run(ctx context.Context) {
@@ -179,6 +170,7 @@ func (s *serviceLBs) sync(ctx context.Context, api *apiClient) error {
 			if err := s.c.docker.RemoveContainer(ctx, ct.ID); err != nil {
 				return err
 			}
+			delete(s.ips, ct.ID)
 			ok = false
 		}
 		if !ok {
@@ -187,11 +179,10 @@ func (s *serviceLBs) sync(ctx context.Context, api *apiClient) error {
 				continue
 			}
 		}
-		info, err := s.c.docker.InspectContainer(ctx, ct.ID)
+		ip, err := s.address(ctx, ct.ID)
 		if err != nil {
 			return err
 		}
-		ip := info.IPs[s.c.name]
 		if len(svc.Status.LoadBalancer.Ingress) == 1 && svc.Status.LoadBalancer.Ingress[0].IP == ip {
 			s.say(key, "")
 			continue
@@ -208,9 +199,24 @@ func (s *serviceLBs) sync(ctx context.Context, api *apiClient) error {
 			if err := s.c.docker.RemoveContainer(ctx, ct.ID); err != nil {
 				return err
 			}
+			delete(s.ips, ct.ID)
 		}
 	}
 	return nil
+}
+
+// address is a load-balancer container's address on the cluster's
+// network, inspected once per container.
+func (s *serviceLBs) address(ctx context.Context, id string) (string, error) {
+	if ip, ok := s.ips[id]; ok {
+		return ip, nil
+	}
+	info, err := s.c.docker.InspectContainer(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	s.ips[id] = info.IPs[s.c.name]
+	return s.ips[id], nil
 }
 
 // create starts the load-balancer container of svc, forwarding each port
