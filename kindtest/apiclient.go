@@ -12,8 +12,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/kindtest/kindtest/internal/poll"
 )
 
 // apiClient is the little of a Kubernetes client that readiness checks
@@ -155,6 +158,42 @@ func (a *apiClient) do(ctx context.Context, method, path string, body any, out a
 }
 
 func (a *apiClient) close() { a.http.CloseIdleConnections() }
+
+// waitCondition waits until the object at path has condition cond True.
+// On failure it says the object's conditions and the last answer.
+func waitCondition(ctx context.Context, api *apiClient, path, cond string) (string, error) {
+	var obj struct {
+		Status struct {
+			Conditions []condition `json:"conditions"`
+		} `json:"status"`
+	}
+	// seen are the conditions of the last answer: an answer cut short by
+	// the deadline keeps them.
+	var seen []condition
+	var last error
+	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
+		obj.Status.Conditions = nil
+		if last = api.get(ctx, path, &obj); last != nil {
+			return false, nil
+		}
+		seen = obj.Status.Conditions
+		return slices.ContainsFunc(seen, func(c condition) bool { return c.Type == cond && c.Status == "True" }), nil
+	})
+	if err == nil {
+		return "", nil
+	}
+	var conds []string
+	for _, c := range seen {
+		conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	if len(conds) == 0 {
+		conds = append(conds, "none yet")
+	}
+	if last != nil {
+		conds = append(conds, "last answer: "+last.Error())
+	}
+	return strings.Join(conds, "; "), err
+}
 
 type condition struct {
 	Type    string `json:"type"`

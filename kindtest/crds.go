@@ -140,42 +140,6 @@ func readCRDs(paths []string) ([]crd, error) {
 	return out, nil
 }
 
-// waitCondition waits until the object at path has condition cond True.
-// On failure it says the object's conditions and the last answer.
-func waitCondition(ctx context.Context, api *apiClient, path, cond string) (string, error) {
-	var obj struct {
-		Status struct {
-			Conditions []condition `json:"conditions"`
-		} `json:"status"`
-	}
-	// seen are the conditions of the last answer: an answer cut short by
-	// the deadline keeps them.
-	var seen []condition
-	var last error
-	err := poll.Until(ctx, 20*time.Millisecond, 500*time.Millisecond, func() (bool, error) {
-		obj.Status.Conditions = nil
-		if last = api.get(ctx, path, &obj); last != nil {
-			return false, nil
-		}
-		seen = obj.Status.Conditions
-		return slices.ContainsFunc(seen, func(c condition) bool { return c.Type == cond && c.Status == "True" }), nil
-	})
-	if err == nil {
-		return "", nil
-	}
-	var conds []string
-	for _, c := range seen {
-		conds = append(conds, fmt.Sprintf("%s=%s (%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-	}
-	if len(conds) == 0 {
-		conds = append(conds, "none yet")
-	}
-	if last != nil {
-		conds = append(conds, "last answer: "+last.Error())
-	}
-	return strings.Join(conds, "; "), err
-}
-
 // manifestFiles lists the files of paths: files, or directories whose
 // .yaml, .yml and .json files are taken in name order. what names the
 // manifests for errors.

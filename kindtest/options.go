@@ -784,17 +784,7 @@ func (s shape) nodePodSubnet(i int) string {
 // Service range or the nodes' network (checked once that exists). With
 // WithReuse, clusters of different ranges are told apart.
 func WithPodSubnet(cidr string) Option {
-	return func(c *config) error {
-		p, err := parseSubnet("pod subnet", cidr, 8, 24)
-		if err != nil {
-			return err
-		}
-		c.pods = p
-		if p == defaultPodSubnet {
-			c.pods = ""
-		}
-		return nil
-	}
+	return subnetOption("pod subnet", cidr, 8, 24, defaultPodSubnet, func(c *config) *string { return &c.pods })
 }
 
 // WithServiceSubnet sets the cluster's Service range, an IPv4 range from
@@ -803,15 +793,21 @@ func WithPodSubnet(cidr string) Option {
 // 10.96.0.0/16, as kind's. With WithReuse, clusters of different ranges
 // are told apart.
 func WithServiceSubnet(cidr string) Option {
+	return subnetOption("Service subnet", cidr, 12, 28, defaultServiceSubnet, func(c *config) *string { return &c.services })
+}
+
+// subnetOption sets the range field gives, "" for the default spelled
+// out (the same shape as leaving the option out).
+func subnetOption(what, cidr string, shortest, longest int, def string, field func(*config) *string) Option {
 	return func(c *config) error {
-		p, err := parseSubnet("Service subnet", cidr, 12, 28)
+		p, err := parseSubnet(what, cidr, shortest, longest)
 		if err != nil {
 			return err
 		}
-		c.services = p
-		if p == defaultServiceSubnet {
-			c.services = ""
+		if p == def {
+			p = ""
 		}
+		*field(c) = p
 		return nil
 	}
 }
