@@ -43,6 +43,9 @@ type identity struct {
 	name   string
 	labels map[string]string // on every resource of the cluster
 	nodes  []*Node
+	// shape is the hash of the options that make the cluster what it is
+	// (see reuseHash), set by New: reuse and pools match by it.
+	shape string
 }
 
 // access is how this process reaches a cluster.

@@ -124,22 +124,37 @@ func prepare(ctx context.Context, opts []Option) (*Cluster, *creation, error) {
 		keep = lifetime.KeepReuse
 	}
 	labels := clusterLabels(name, now, keep)
+	hash := reuseHash(cfg, img.ID)
 	if cfg.reuse {
-		labels[LabelReuse] = reuseHash(cfg, img.ID)
+		labels[LabelReuse] = hash
+	}
+	if cfg.pool != "" {
+		labels[LabelPool], labels[LabelShape] = cfg.pool, hash
 	}
 	c := &Cluster{
 		cfg:      cfg,
 		docker:   dc,
 		log:      cfg.logger,
 		place:    place,
-		identity: identity{name: name, labels: labels},
+		identity: identity{name: name, labels: labels, shape: hash},
 	}
 	return c, &creation{kubernetesVersion: version, cgroupV2: engine.CgroupVersion == "2", rootless: engine.Rootless}, nil
 }
 
-// setup gives c a ready cluster: in reuse mode an idle one of the same
-// configuration if there is one, else a new one.
+// setup gives c a ready cluster: under a pool (KINDTEST_POOL) one claimed
+// from it if it has one of the same shape, in reuse mode an idle one of
+// the same shape if there is one, else a new one.
 func (c *Cluster) setup(ctx context.Context, cr *creation) error {
+	if pool := getenv(envPool); pool != "" && c.cfg.pool == "" && !c.cfg.reuse {
+		ok, err := c.claim(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if ok {
+			c.startServiceLBs()
+			return nil
+		}
+	}
 	if c.cfg.reuse {
 		ok, err := c.attachReusable(ctx)
 		if err != nil {

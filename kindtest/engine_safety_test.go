@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -30,6 +31,7 @@ import (
 // child is a child test process and what it printed.
 type childProc struct {
 	cmd     *exec.Cmd
+	stdin   io.WriteCloser // mode "hold" deletes its cluster once it is closed
 	session string
 	mu      sync.Mutex
 	lines   []string
@@ -53,10 +55,14 @@ func startChild(mode string, ownReaper bool, env ...string) (*childProc, error) 
 		return nil, err
 	}
 	cmd.Stderr = cmd.Stdout
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	c := &childProc{cmd: cmd, session: session, done: make(chan struct{})}
+	c := &childProc{cmd: cmd, stdin: in, session: session, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		sc := bufio.NewScanner(out)

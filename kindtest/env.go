@@ -13,6 +13,7 @@ const (
 	envArtifacts = "ARTIFACTS"
 	envReaper    = "KINDTEST_REAPER"
 	envSession   = "KINDTEST_SESSION"
+	envPool      = "KINDTEST_POOL"
 	envCI        = "CI"
 )
 

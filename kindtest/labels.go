@@ -28,6 +28,10 @@ const (
 	LabelKeep = lifetime.LabelKeep
 	// LabelReuse holds the configuration hash of a reusable cluster.
 	LabelReuse = lifetime.LabelReuse
+	// LabelPool holds the id of the pool that made a cluster (NewPool),
+	// and LabelShape that cluster's shape, the hash reuse matches by too.
+	LabelPool  = lifetime.LabelPool
+	LabelShape = lifetime.LabelShape
 	// LabelReaper marks reaper containers.
 	LabelReaper = lifetime.LabelReaper
 )
@@ -43,6 +47,9 @@ const (
 const (
 	RoleControlPlane = "control-plane"
 	RoleWorker       = "worker"
+	// RoleClaim is the role of a claim record: a container, never
+	// started, that says whose a cluster claimed from a pool is.
+	RoleClaim = lifetime.RoleClaim
 )
 
 // clusterLabels are the labels every resource of the cluster carries.

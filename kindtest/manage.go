@@ -31,6 +31,10 @@ type ClusterInfo struct {
 	// does: keep "always", or marked kept after a failure or, for a
 	// reusable cluster, once complete.
 	Kept bool
+	// Pool is the id of the pool that made the cluster (see NewPool), ""
+	// for none; a cluster claimed from it is its claimer's: Session,
+	// Owner and Keep are the claimer's.
+	Pool string
 }
 
 // List returns the clusters on the engine, oldest first.
@@ -45,8 +49,12 @@ func List(ctx context.Context) ([]ClusterInfo, error) {
 
 func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 	byName := map[string]*ClusterInfo{}
+	claims := map[string]map[string]string{} // cluster: its claim's labels
 	record := func(l map[string]string, isNode bool) {
 		name := l[LabelCluster]
+		if l[LabelRole] == lifetime.RoleClaim {
+			claims[name] = l
+		}
 		ci := byName[name]
 		if ci == nil {
 			created, _ := time.Parse(time.RFC3339, l[LabelCreated])
@@ -65,6 +73,9 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		if isNode {
 			ci.Nodes++
 		}
+		if p := l[LabelPool]; p != "" {
+			ci.Pool = p
+		}
 	}
 	sel := map[string]string{LabelCluster: ""}
 	cs, err := dc.ListContainers(ctx, sel)
@@ -72,7 +83,8 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 		return nil, err
 	}
 	for _, c := range cs {
-		record(c.Labels, !isSidecar(c.Labels[LabelRole]))
+		role := c.Labels[LabelRole]
+		record(c.Labels, !isSidecar(role) && role != lifetime.RoleClaim)
 	}
 	// A cluster whose creation stopped early may have only a network or
 	// volumes left.
@@ -89,6 +101,15 @@ func list(ctx context.Context, dc *docker.Client) ([]ClusterInfo, error) {
 	}
 	for _, n := range ns {
 		record(n.Labels, false)
+	}
+	// A claimed cluster is its claimer's (see lifetime.RoleClaim).
+	for name, l := range claims {
+		ci := byName[name]
+		ci.Session, ci.Owner = l[LabelSession], ownerFromLabels(l)
+		ci.OwnerAlive = ownerAlive(ci.Owner)
+		if k := l[LabelKeep]; k != lifetime.Kept {
+			ci.Keep = k
+		}
 	}
 	out := make([]ClusterInfo, 0, len(byName))
 	for _, ci := range byName {
@@ -238,9 +259,16 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 	if err := lifetime.CheckClusterName(name); err != nil {
 		return err
 	}
-	cs, err := c.docker.ListContainers(ctx, map[string]string{LabelCluster: name})
+	all, err := c.docker.ListContainers(ctx, map[string]string{LabelCluster: name})
 	if err != nil {
 		return err
+	}
+	// A claim record (a cluster claimed from a pool) is no node.
+	cs := all[:0]
+	for _, ct := range all {
+		if ct.Labels[LabelRole] != RoleClaim {
+			cs = append(cs, ct)
+		}
 	}
 	cs, found, err := c.adoptSidecars(ctx, cs)
 	if err != nil {

@@ -100,6 +100,9 @@ type config struct {
 	// initWrapper is put before `kubeadm init` in the init script; set
 	// only by tests, to make init fail.
 	initWrapper string
+	// pool is the id of the pool that makes this cluster (see NewPool);
+	// set only by the pool. Such a creation never claims one.
+	pool string
 }
 
 // shape is what makes two clusters interchangeable for reuse

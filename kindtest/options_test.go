@@ -18,6 +18,7 @@ var nonShape = map[string]string{
 	"reuse":         "reuse itself",
 	"runtime":       "set only by tests",
 	"initWrapper":   "set only by tests",
+	"pool":          "which pool made the cluster, set only by the pool; a claim matches by shape",
 }
 
 // TestConfigFieldsAreShapeOrNot fails when a config field is neither part

@@ -39,6 +39,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	noPolicy := fs.Bool("without-network-policy", false, "create the clusters WithoutNetworkPolicy (no NetworkPolicy agent)")
 	slowLogs := fs.Duration("logs-slower-than", 0, "export the logs of a cluster whose New to Ready took longer than this, before deleting it (0: never)")
 	logsDir := fs.String("logs-dir", "bench-logs", "where -logs-slower-than writes them")
+	poolSize := fs.Int("pool", 0, "claim each cluster from a pool of this many made in the background (kindtest pool): the times are the claims'; the pool's own creations are not timed (0: create each one)")
 	withTimeline := fs.Bool("timeline", false, "print when each step of creation happened (phase ends, systemd units, pod sandboxes and containers, the components' first log lines, kubeadm's phases), median over the runs; the engine must be on this host")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
@@ -75,7 +76,19 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	for _, w := range workers {
 		st := &benchStats{phases: map[string][]time.Duration{}}
 		tls := &timelineStats{}
+		var pool *kindtest.Pool
+		if *poolSize > 0 {
+			var err error
+			if pool, err = startBenchPool(ctx, *poolSize, w, *noStorage, *noPolicy); err != nil {
+				return err
+			}
+		}
 		for i := range *runs {
+			if pool != nil {
+				if err := pool.WaitReady(ctx, *parallel); err != nil {
+					return errors.Join(err, pool.Close(context.Background()))
+				}
+			}
 			fmt.Fprintf(out, "1+%d nodes, run %d/%d", w, i+1, *runs)
 			if *parallel > 1 {
 				fmt.Fprintf(out, ", %d clusters at once", *parallel)
@@ -108,8 +121,18 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 				return err
 			})
 			if err != nil {
+				if pool != nil {
+					err = errors.Join(err, pool.Close(context.Background()))
+				}
 				return err
 			}
+		}
+		if pool != nil {
+			if err := pool.Close(context.Background()); err != nil {
+				return err
+			}
+			os.Unsetenv(envPool)
+			fmt.Fprintf(out, "\nclaimed from a pool of %d:", *poolSize)
 		}
 		fmt.Fprintf(out, "\n1 control plane + %d worker(s), %d run(s) x %d at once; load average now %s:\n", w, *runs, *parallel, loadAverage())
 		st.print(out)
@@ -123,6 +146,28 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// envPool is the variable that makes New claim from a pool.
+const envPool = "KINDTEST_POOL"
+
+// startBenchPool starts a pool of the bench's clusters in this process, and
+// points this process's New at it.
+func startBenchPool(ctx context.Context, size, workers int, noStorage, noPolicy bool) (*kindtest.Pool, error) {
+	opts := []kindtest.Option{kindtest.WithWorkers(workers)}
+	if noStorage {
+		opts = append(opts, kindtest.WithoutStorage())
+	}
+	if noPolicy {
+		opts = append(opts, kindtest.WithoutNetworkPolicy())
+	}
+	p, err := kindtest.NewPool(ctx, size, opts...)
+	if err != nil {
+		return nil, err
+	}
+	_, id, _ := strings.Cut(p.Env(), "=")
+	os.Setenv(envPool, id)
+	return p, nil
 }
 
 // benchRun is one cluster created, measured and deleted: one JSON line.

@@ -50,7 +50,10 @@ func main() {
 	stop()
 	var ue usageError
 	var help helpRequested
+	var code exitCode
 	switch {
+	case errors.As(err, &code):
+		os.Exit(int(code))
 	case errors.As(err, &help):
 		fmt.Fprint(os.Stdout, help.text)
 	case errors.As(err, &ue):
@@ -102,6 +105,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return logs(ctx, args, out)
 	case "bench":
 		return bench(ctx, args, out)
+	case "pool":
+		return pool(ctx, args, out)
 	case "reaper":
 		return runReaper(ctx, args)
 	case "lb":

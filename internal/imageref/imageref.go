@@ -22,7 +22,7 @@ const KubernetesVersion = "v1.37.2"
 const Node = "kindtest/node:" + KubernetesVersion
 
 // Reaper is the reaper image; its tag is the reaper protocol's version.
-const Reaper = "kindtest/reaper:v2"
+const Reaper = "kindtest/reaper:v3"
 
 // Registry is the image of a cluster's registry (WithRegistry); its tag
 // is the version of the distribution registry inside.
@@ -57,7 +57,7 @@ const (
 // Beside is where `kindtest build --push` puts image for a node image
 // pushed as nodeRef, and where kindtest pulls it from: in the same
 // registry path, under the last element of image's name with its tag
-// (registry.example.com/team/kindtest/reaper:v2 for the reaper and
+// (registry.example.com/team/kindtest/reaper:v3 for the reaper and
 // registry.example.com/team/kindtest/node:v1.37.2).
 func Beside(nodeRef, image string) string {
 	repo := nodeRef

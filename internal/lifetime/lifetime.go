@@ -47,6 +47,17 @@ const (
 	LabelCreated    = "dev.kindtest.created"
 	LabelKeep       = "dev.kindtest.keep"
 	LabelReuse      = "dev.kindtest.reuse"
+	// LabelPool holds the id of the pool (kindtest pool) that made a
+	// cluster, and LabelShape its shape (the hash reuse also matches by).
+	LabelPool  = "dev.kindtest.pool"
+	LabelShape = "dev.kindtest.shape"
+	// RoleClaim is the role of the claim record, a container that is
+	// created and never started, named after the cluster it claims from a
+	// pool: its name makes the claim atomic (the engine refuses a second
+	// container of that name), its labels say whose the cluster is now
+	// (session, owner, keep), which the sweep and the reaper go by instead
+	// of the pool's labels on the cluster's other objects.
+	RoleClaim = "claim"
 	// LabelReaper marks reaper containers; they carry no cluster label.
 	LabelReaper = "dev.kindtest.reaper"
 )

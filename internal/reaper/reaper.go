@@ -7,7 +7,7 @@
 // and registers on it, before creating anything, each cluster it is about
 // to create. The protocol is one line each way:
 //
-//	reaper → client, on accept:  "kindtest-reaper 2"
+//	reaper → client, on accept:  "kindtest-reaper 3"
 //	client → reaper:             "hello SESSION"    answer "ok"
 //	client → reaper:             "register NAME"    answer "ok"
 //	client → reaper:             "forget NAME"      answer "ok"
@@ -47,7 +47,7 @@ import (
 // Greeting is the line the reaper writes on every accepted connection, so
 // that a client can tell the reaper (and its protocol version) from a port
 // proxy that accepts for it.
-const Greeting = "kindtest-reaper 2"
+const Greeting = "kindtest-reaper 3"
 
 // DefaultSettle is when, after a client is gone, its clusters are swept
 // again: the engine finishes a creation whose client has died.
@@ -339,6 +339,21 @@ func Reap(ctx context.Context, dc *docker.Client, session, name string, logf fun
 	if session == "" {
 		return errors.New("reaper: empty session")
 	}
+	// A cluster claimed from a pool is the claiming session's, whole:
+	// the pool's session no longer removes any of it, and the claimer's
+	// removes the objects the pool made too.
+	claimers, err := dc.LabelValues(ctx, map[string]string{lifetime.LabelCluster: name, lifetime.LabelRole: lifetime.RoleClaim}, lifetime.LabelSession)
+	if err != nil {
+		return err
+	}
+	claimed := false
+	for _, s := range claimers {
+		if s != session {
+			logf("reaper: leaving cluster %s to session %s, which claimed it", name, s)
+			return nil
+		}
+		claimed = true
+	}
 	sel := map[string]string{lifetime.LabelCluster: name, lifetime.LabelSession: session}
 	keeps, err := dc.LabelValues(ctx, sel, lifetime.LabelKeep)
 	if err != nil {
@@ -352,6 +367,9 @@ func Reap(ctx context.Context, dc *docker.Client, session, name string, logf fun
 		return nil
 	}
 	logf("reaper: removing cluster %s of session %s", name, session)
+	if claimed {
+		sel = map[string]string{lifetime.LabelCluster: name}
+	}
 	if err := dc.RemoveLabelled(ctx, sel); err != nil {
 		return fmt.Errorf("remove cluster %s: %w", name, err)
 	}
