@@ -171,3 +171,49 @@ func TestPercentileNearestRank(t *testing.T) {
 		t.Errorf("percentile of one value: %v", got)
 	}
 }
+
+// TestPoolCommand runs a command under `kindtest pool`: it sees the
+// pool in its environment, its exit code is the pool's, and the pool's
+// clusters (ready, or cut short mid-creation) are gone afterwards.
+func TestPoolCommand(t *testing.T) {
+	ctx := context.Background()
+	dc := enginetest.Client(t)
+	for _, script := range []string{
+		`echo "pool=$KINDTEST_POOL"; exit 3`,          // the pool is still making its cluster
+		`sleep 8; echo "pool=$KINDTEST_POOL"; exit 3`, // its cluster is ready
+	} {
+		var out bytes.Buffer
+		err := run(ctx, []string{"pool", "-n", "1", "-without-kubernetes", "-prefix", "cmdpool", "--", "sh", "-c", script}, &out)
+		var code exitCode
+		if !errors.As(err, &code) || code != 3 {
+			t.Errorf("pool -- sh -c %q: %v, want the command's exit status 3", script, err)
+		}
+		_, id, ok := strings.Cut(strings.TrimSpace(out.String()), "pool=")
+		if !ok || len(id) != 12 {
+			t.Fatalf("the command did not see KINDTEST_POOL: %q", out.String())
+		}
+		for _, list := range []func() (int, error){
+			func() (int, error) { cs, err := dc.ListContainers(ctx, map[string]string{kindtest.LabelPool: id}); return len(cs), err },
+			func() (int, error) { vs, err := dc.ListVolumes(ctx, map[string]string{kindtest.LabelPool: id}); return len(vs), err },
+			func() (int, error) { ns, err := dc.ListNetworks(ctx, map[string]string{kindtest.LabelPool: id}); return len(ns), err },
+		} {
+			if n, err := list(); err != nil || n != 0 {
+				t.Errorf("pool %s: %d object(s) left after it ended (%v)", id, n, err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pool", "-n", "0", "--", "true"}, "size 0: want 1 to 8"},
+		{[]string{"pool", "-workers", "-1", "--", "true"}, "invalid options"},
+		{[]string{"pool", "--", "/nonexistent/command"}, `command "/nonexistent/command"`},
+		{[]string{"pool", "-n", "1"}, "no command"},
+	} {
+		err := run(ctx, tc.args, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("kindtest %v: %v, want an error that says %q", tc.args, err, tc.want)
+		}
+	}
+}

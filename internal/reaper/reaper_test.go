@@ -328,3 +328,55 @@ func TestReapRefusesEmptySelectors(t *testing.T) {
 		}
 	}
 }
+
+// TestReapClaimedCluster: a cluster claimed from a pool (a claim record of
+// another session) is left by its pool's session, and removed whole, the
+// pool's objects too, by its claimer's; a claimer's kept marker keeps it.
+func TestReapClaimedCluster(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	pool, claimer := f.session+"p", f.session+"c"
+	claim := func(cluster, session string, keep string) {
+		t.Helper()
+		// The record is a container in kindtest; any labelled object
+		// stands in for it here.
+		l := map[string]string{lifetime.LabelCluster: cluster, lifetime.LabelSession: session, lifetime.LabelKeep: keep, lifetime.LabelRole: lifetime.RoleClaim}
+		if err := f.dc.CreateVolume(ctx, cluster+"-claim", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimed := f.cluster(f.session+"-claimed", pool, lifetime.KeepNever)
+	claim(claimed, claimer, lifetime.KeepNever)
+	kept := f.cluster(f.session+"-kept", pool, lifetime.KeepNever)
+	claim(kept, claimer, lifetime.KeepOnFailure)
+	marker := map[string]string{lifetime.LabelSession: claimer, lifetime.LabelCluster: kept, lifetime.LabelKeep: lifetime.Kept}
+	if err := f.dc.CreateVolume(ctx, lifetime.MarkerVolume(kept), marker); err != nil {
+		t.Fatal(err)
+	}
+	unclaimed := f.cluster(f.session+"-unclaimed", pool, lifetime.KeepNever)
+	logf := func(string, ...any) {}
+
+	for _, name := range []string{claimed, kept, unclaimed} {
+		if err := Reap(ctx, f.dc, pool, name, logf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]bool{claimed: true, kept: true, unclaimed: false} {
+		if got := f.exists(name); got != want {
+			t.Errorf("after the pool's session: cluster %s exists=%t, want %t", name, got, want)
+		}
+	}
+	for _, name := range []string{claimed, kept} {
+		if err := Reap(ctx, f.dc, claimer, name, logf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]bool{claimed: false, kept: true} {
+		if got := f.exists(name); got != want {
+			t.Errorf("after the claimer's session: cluster %s exists=%t (its pool-made network), want %t", name, got, want)
+		}
+	}
+	if n, err := f.dc.ListVolumes(ctx, map[string]string{lifetime.LabelCluster: claimed}); err != nil || len(n) != 0 {
+		t.Errorf("claimed cluster's claim record left after its claimer's session: %v %v", n, err)
+	}
+}
