@@ -193,9 +193,18 @@ func TestPoolCommand(t *testing.T) {
 			t.Fatalf("the command did not see KINDTEST_POOL: %q", out.String())
 		}
 		for _, list := range []func() (int, error){
-			func() (int, error) { cs, err := dc.ListContainers(ctx, map[string]string{kindtest.LabelPool: id}); return len(cs), err },
-			func() (int, error) { vs, err := dc.ListVolumes(ctx, map[string]string{kindtest.LabelPool: id}); return len(vs), err },
-			func() (int, error) { ns, err := dc.ListNetworks(ctx, map[string]string{kindtest.LabelPool: id}); return len(ns), err },
+			func() (int, error) {
+				cs, err := dc.ListContainers(ctx, map[string]string{kindtest.LabelPool: id})
+				return len(cs), err
+			},
+			func() (int, error) {
+				vs, err := dc.ListVolumes(ctx, map[string]string{kindtest.LabelPool: id})
+				return len(vs), err
+			},
+			func() (int, error) {
+				ns, err := dc.ListNetworks(ctx, map[string]string{kindtest.LabelPool: id})
+				return len(ns), err
+			},
 		} {
 			if n, err := list(); err != nil || n != 0 {
 				t.Errorf("pool %s: %d object(s) left after it ended (%v)", id, n, err)
