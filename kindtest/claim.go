@@ -182,8 +182,10 @@ func (c *Cluster) claimOne(ctx context.Context, pool string, ready map[string]st
 		c.unwatch()
 		c.identity = old
 	}
+	t0 := time.Now()
 	c.watch(ctx)
 	ok, err := createClaim(ctx, c.docker, name, pool, c.cfg.image, mine)
+	claimed := time.Since(t0)
 	if err != nil || !ok {
 		undo()
 		return false, err
@@ -199,9 +201,19 @@ func (c *Cluster) claimOne(ctx context.Context, pool string, ready map[string]st
 	}
 	candidate := &Cluster{cfg: &config{}, docker: c.docker, log: c.log, access: access{workDir: c.workDir}}
 	*candidate.cfg = *c.cfg
-	if err := candidate.attach(ctx, name); err != nil {
+	// Of this shape, so made with this process's options: only the
+	// nodes and the kubeconfig are to be found.
+	t1 := time.Now()
+	if err := candidate.attachNodes(ctx, name); err != nil {
 		return fail("attach", err)
 	}
+	candidate.cfg.kubernetes, candidate.cfg.noDefaultCNI = c.cfg.kubernetes, c.cfg.noDefaultCNI
+	if candidate.cfg.kubernetes {
+		if err := candidate.fetchKubeconfig(ctx, nil); err != nil {
+			return fail("kubeconfig", err)
+		}
+	}
+	t2 := time.Now()
 	if candidate.cfg.kubernetes {
 		if err := candidate.checkReady(ctx); err != nil {
 			return fail("readiness", err)
@@ -218,6 +230,8 @@ func (c *Cluster) claimOne(ctx context.Context, pool string, ready map[string]st
 	c.life.ready = true
 	c.life.mu.Unlock()
 	proc.register(c)
-	c.log.Printf("kindtest: claimed cluster %s from pool %s in %v", name, pool, time.Since(start).Round(time.Millisecond))
+	c.log.Printf("kindtest: claimed cluster %s from pool %s in %v (finding it %v, the claim %v, attaching %v, readiness %v)", name, pool,
+		time.Since(start).Round(time.Millisecond), t0.Sub(start).Round(time.Millisecond), claimed.Round(time.Millisecond),
+		t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
 	return true, nil
 }

@@ -39,6 +39,9 @@
 //	KINDTEST_SESSION  the session label of this process's clusters (default
 //	                  random per process), to group the clusters of several
 //	                  processes for your own tooling
+//	KINDTEST_POOL     the pool (NewPool, `kindtest pool`) that New and Start
+//	                  claim a ready cluster of their shape from, instead of
+//	                  making one; set by the pool for the command it runs
 //	CI                when set, a missing Docker engine fails tests instead of
 //	                  skipping them
 //	DOCKER_HOST, DOCKER_CONTEXT, DOCKER_CONFIG

@@ -254,8 +254,9 @@ func Attach(ctx context.Context, name string, opts ...Option) (*Cluster, error) 
 	return c, nil
 }
 
-// attach fills c from the cluster's containers and its control plane.
-func (c *Cluster) attach(ctx context.Context, name string) error {
+// attachNodes fills c's nodes, sidecars and addresses from the cluster's
+// containers; what its options were is attach's to find out.
+func (c *Cluster) attachNodes(ctx context.Context, name string) error {
 	if err := lifetime.CheckClusterName(name); err != nil {
 		return err
 	}
@@ -324,6 +325,14 @@ func (c *Cluster) attach(ctx context.Context, name string) error {
 		if err := a.s.record(c, a.info); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// attach fills c from the cluster's containers and its control plane.
+func (c *Cluster) attach(ctx context.Context, name string) error {
+	if err := c.attachNodes(ctx, name); err != nil {
+		return err
 	}
 	// A cluster made WithoutKubernetes has no admin kubeconfig.
 	if _, err := c.ControlPlane().run(ctx, "test", "-f", adminKubeconfig); err != nil {
