@@ -226,9 +226,26 @@ func (p *Pool) make() {
 func (p *Pool) handOver() {
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
+	// Offered before the look below: only these can be missed by it.
+	p.mu.Lock()
+	before := make(map[string]bool, len(p.ready))
+	for name := range p.ready {
+		before[name] = true
+	}
+	p.mu.Unlock()
 	claims, err := p.dc.ListContainers(ctx, map[string]string{LabelPool: p.id, LabelRole: RoleClaim})
 	if err != nil {
 		return // the next tick tries again
+	}
+	// A cluster claimed and removed between two looks leaves no claim
+	// record to see: its offer is gone too.
+	offers, err := p.dc.ListVolumes(ctx, map[string]string{LabelPool: p.id, LabelRole: rolePoolReady})
+	if err != nil {
+		return
+	}
+	offered := map[string]bool{}
+	for _, v := range offers {
+		offered[v.Labels[LabelCluster]] = true
 	}
 	p.mu.Lock()
 	var gone []*Cluster
@@ -242,12 +259,24 @@ func (p *Pool) handOver() {
 			by = append(by, cl.Labels)
 		}
 	}
+	for name, c := range p.ready {
+		if before[name] && !offered[name] {
+			delete(p.ready, name)
+			p.stats.Claimed++
+			gone = append(gone, c)
+			by = append(by, nil)
+		}
+	}
 	if len(gone) > 0 {
 		p.notify()
 	}
 	p.mu.Unlock()
 	for i, c := range gone {
 		p.release(c, by[i][LabelSession])
+		if by[i] == nil {
+			p.log.Printf("kindtest: pool %s: cluster %s was claimed and is removed already", p.id, c.name)
+			continue
+		}
 		p.log.Printf("kindtest: pool %s: cluster %s claimed by pid %s", p.id, c.name, by[i][LabelOwnerPID])
 	}
 }

@@ -96,7 +96,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
 				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
-				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir, timeline: *withTimeline}
+				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir, timeline: *withTimeline, pool: pool != nil}
 				if *noStorage {
 					opt.options = append(opt.options, kindtest.WithoutStorage())
 				}
@@ -194,6 +194,7 @@ type benchRun struct {
 }
 
 type benchOptions struct {
+	pool          bool // claimed from a pool (-pool)
 	payloadMB     int
 	settle        time.Duration
 	measureMemory bool
@@ -228,6 +229,17 @@ func benchOne(ctx context.Context, r *benchRun, opt benchOptions) error {
 		return err
 	}
 	ready := time.Since(start)
+	if opt.pool {
+		// Under a pool, the log says how the cluster was had: claimed
+		// (and where the claim's time went) or made cold, and why.
+		log.mu.Lock()
+		for _, l := range log.lines {
+			if strings.Contains(l.line, "pool") {
+				fmt.Fprintf(os.Stderr, "  %s\n", l.line)
+			}
+		}
+		log.mu.Unlock()
+	}
 	if opt.timeline {
 		tl := timeline{}
 		log.events(tl)
