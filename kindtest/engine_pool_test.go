@@ -104,7 +104,7 @@ func TestPool(t *testing.T) {
 			{1, []kindtest.Option{kindtest.WithReuse()}, "a pool's clusters are fresh"},
 			{1, []kindtest.Option{kindtest.WithWorkers(-1)}, "invalid options"},
 		} {
-			p, err := kindtest.NewPool(ctx, tc.size, append(childShape(), tc.opts...)...)
+			p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: tc.size}, append(childShape(), tc.opts...)...)
 			if err == nil {
 				p.Close(ctx)
 				t.Errorf("NewPool(%d, %d options) made a pool", tc.size, len(tc.opts))
@@ -121,7 +121,7 @@ func TestPool(t *testing.T) {
 
 	t.Run("claims", func(t *testing.T) {
 		log := &captured{t: t}
-		p, err := kindtest.NewPool(ctx, 2, append(childShape(), kindtest.WithLogger(log))...)
+		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 2}, append(childShape(), kindtest.WithLogger(log))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,6 +224,42 @@ func TestPool(t *testing.T) {
 		}
 	})
 
+	t.Run("total", func(t *testing.T) {
+		if _, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1, Parallel: -1}, childShape()...); err == nil || !strings.Contains(err.Error(), "want 0 (the default) or more") {
+			t.Errorf("Parallel -1: %v", err)
+		}
+		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1, Total: 1}, append(childShape(), kindtest.WithLogger(&captured{t: t}))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(ctx)
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if err := p.WaitReady(wctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("KINDTEST_POOL", p.ID())
+		log := &captured{t: t}
+		c, err := kindtest.New(ctx, append(childShape(), kindtest.WithLogger(log))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Delete(ctx)
+		if !log.has("claimed cluster " + c.Name()) {
+			t.Fatal("New did not claim the pool's cluster")
+		}
+		// Handed over (the pool looks every 200 ms), and no replacement
+		// past the total.
+		for deadline := time.Now().Add(10 * time.Second); p.Stats().Claimed == 0 && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // time for a replacement to start, were one made
+		err = p.WaitReady(wctx, 1)
+		if s := p.Stats(); err == nil || !strings.Contains(err.Error(), "it made the 1 it may make") || s.Made != 1 || s.Making != 0 || s.Claimed != 1 {
+			t.Errorf("after its one claim: WaitReady %v, stats %+v; want no replacement", err, s)
+		}
+	})
+
 	t.Run("kill", func(t *testing.T) {
 		pc, err := startChild("pool", false)
 		if err != nil {
@@ -312,7 +348,7 @@ func TestPoolKubernetes(t *testing.T) {
 	dc := engine(t)
 	img := nodeImage(t, dc)
 	ctx := context.Background()
-	p, err := kindtest.NewPool(ctx, 1, kindtest.WithImage(img), kindtest.WithLogger(&captured{t: t}))
+	p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1}, kindtest.WithImage(img), kindtest.WithLogger(&captured{t: t}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func child(mode string) int {
 	}
 	if mode == "pool" {
 		// A pool of two of the children's clusters, killed by its parent.
-		p, err := kindtest.NewPool(ctx, 2, opts...)
+		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 2}, opts...)
 		if err != nil {
 			fmt.Println("child: pool failed:", err)
 			return 1

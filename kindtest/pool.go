@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -38,11 +39,13 @@ const poolWatch = 200 * time.Millisecond
 // handed out twice: a claim is a container named after the cluster, which
 // the engine creates once.
 type Pool struct {
-	id   string
-	size int // clusters kept ready or being made; shrinks on failures
-	opts []Option
-	log  Logger
-	dc   *docker.Client
+	id       string
+	size     int // clusters kept ready or being made; shrinks on failures
+	parallel int // made at once
+	total    int // made in all, at most; 0: no limit
+	opts     []Option
+	log      Logger
+	dc       *docker.Client
 
 	ctx    context.Context // ends at Close
 	cancel context.CancelFunc
@@ -52,6 +55,7 @@ type Pool struct {
 	changed chan struct{} // closed and replaced when the counts change
 	ready   map[string]*Cluster
 	making  int
+	started int // creations started, in all
 	stats   PoolStats
 }
 
@@ -65,26 +69,49 @@ type PoolStats struct {
 	Failed  int // creations that failed, in all
 }
 
-// NewPool checks the options and starts making size clusters of that
-// shape in the background. It returns at once; WaitReady waits for them.
-// Options that cannot make several clusters at once are refused before
-// anything is made: reuse (a pool's clusters are fresh), and a fixed host
-// port (WithPortMapping with a host port other than 0).
-func NewPool(ctx context.Context, size int, opts ...Option) (*Pool, error) {
+// PoolConfig says how many clusters a pool keeps, and makes.
+type PoolConfig struct {
+	// Size is how many clusters are kept ready or being made, 1 to
+	// MaxPoolSize: each claim starts a replacement.
+	Size int
+	// Parallel is how many are made at once; 0 is Size, at most one per
+	// CPU. Cluster creation is CPU-bound: on 2 cores, three at once make
+	// each one slower and the first one later.
+	Parallel int
+	// Total is the most clusters the pool makes in all, replacements
+	// included; 0 is no limit. A CI job that knows it needs three
+	// clusters says 3, and no replacement is made in vain.
+	Total int
+}
+
+// NewPool checks the options and starts making clusters of that shape in
+// the background, as cfg says. It returns at once; WaitReady waits for
+// them. Options that cannot make several clusters at once are refused
+// before anything is made: reuse (a pool's clusters are fresh), and a
+// fixed host port (WithPortMapping with a host port other than 0).
+func NewPool(ctx context.Context, cfg PoolConfig, opts ...Option) (*Pool, error) {
+	size := cfg.Size
 	if size < 1 || size > MaxPoolSize {
 		return nil, fmt.Errorf("kindtest: pool: size %d: want 1 to %d clusters", size, MaxPoolSize)
+	}
+	if cfg.Parallel < 0 || cfg.Total < 0 {
+		return nil, fmt.Errorf("kindtest: pool: parallel %d, total %d: want 0 (the default) or more", cfg.Parallel, cfg.Total)
+	}
+	parallel := cfg.Parallel
+	if parallel == 0 {
+		parallel = min(size, runtime.NumCPU())
 	}
 	// Everything New checks before it creates anything, once.
 	c, _, err := prepare(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kindtest: pool: %w", err)
 	}
-	cfg := c.cfg
+	ccfg := c.cfg
 	var errs []error
-	if cfg.reuse {
+	if ccfg.reuse {
 		errs = append(errs, errors.New("reuse (WithReuse or KINDTEST_REUSE): a pool's clusters are fresh, each used once; unset KINDTEST_REUSE for the pool"))
 	}
-	for _, pm := range cfg.portMappings {
+	for _, pm := range ccfg.portMappings {
 		if pm.hostPort != 0 && size > 1 {
 			errs = append(errs, fmt.Errorf("host port %d (WithPortMapping): %d clusters cannot publish the same host port; use host port 0 (MappedAddr finds it) or a pool of 1", pm.hostPort, size))
 		}
@@ -94,12 +121,14 @@ func NewPool(ctx context.Context, size int, opts ...Option) (*Pool, error) {
 		return nil, fmt.Errorf("kindtest: pool: invalid options: %w", err)
 	}
 	p := &Pool{
-		id:      strings.ReplaceAll(uuid.NewString(), "-", "")[:12],
-		size:    size,
-		log:     cfg.logger,
-		dc:      c.docker,
-		changed: make(chan struct{}),
-		ready:   map[string]*Cluster{},
+		id:       strings.ReplaceAll(uuid.NewString(), "-", "")[:12],
+		size:     size,
+		parallel: parallel,
+		total:    cfg.Total,
+		log:      ccfg.logger,
+		dc:       c.docker,
+		changed:  make(chan struct{}),
+		ready:    map[string]*Cluster{},
 	}
 	// The pool's clusters: its own labels, removed unless claimed (a
 	// claimer's keep policy applies to its claim), and quiet: the pool
@@ -142,9 +171,13 @@ func (p *Pool) WaitReady(ctx context.Context, n int) error {
 	for {
 		p.mu.Lock()
 		ready, size, ch := len(p.ready), p.size, p.changed
+		spent := p.total > 0 && p.started >= p.total && p.making == 0
 		p.mu.Unlock()
 		if ready >= min(n, size) {
 			return nil
+		}
+		if spent {
+			return fmt.Errorf("kindtest: pool %s: %d of %d clusters ready, and it made the %d it may make (Total)", p.id, ready, n, p.total)
 		}
 		select {
 		case <-ctx.Done():
@@ -170,7 +203,8 @@ func (p *Pool) run() {
 	defer tick.Stop()
 	for {
 		p.mu.Lock()
-		for len(p.ready)+p.making < p.size {
+		for len(p.ready)+p.making < p.size && p.making < p.parallel && (p.total == 0 || p.started < p.total) {
+			p.started++
 			p.making++
 			p.wg.Add(1)
 			go p.make()

@@ -161,7 +161,7 @@ func startBenchPool(ctx context.Context, size, workers int, noStorage, noPolicy 
 	if noPolicy {
 		opts = append(opts, kindtest.WithoutNetworkPolicy())
 	}
-	p, err := kindtest.NewPool(ctx, size, opts...)
+	p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: size}, opts...)
 	if err != nil {
 		return nil, err
 	}

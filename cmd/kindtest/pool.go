@@ -80,6 +80,8 @@ func (s *shapeFlags) options() []kindtest.Option {
 func pool(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("pool", flag.ContinueOnError)
 	n := fs.Int("n", 2, fmt.Sprintf("clusters kept ready (1 to %d)", kindtest.MaxPoolSize))
+	parallel := fs.Int("parallel", 0, "clusters made at once (0: -n, at most one per CPU)")
+	total := fs.Int("total", 0, "the most clusters made in all, replacements included (0: no limit); say how many the command needs and none is made in vain")
 	var shape shapeFlags
 	shape.register(fs)
 	cmdArgs, err := parse(fs, args)
@@ -93,7 +95,7 @@ func pool(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("pool: command %q: %w", cmdArgs[0], err)
 	}
 	logger := log.New(os.Stderr, "", log.Ltime)
-	p, err := kindtest.NewPool(ctx, *n, append(shape.options(), kindtest.WithLogger(logger))...)
+	p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: *n, Parallel: *parallel, Total: *total}, append(shape.options(), kindtest.WithLogger(logger))...)
 	if err != nil {
 		return err
 	}
