@@ -87,6 +87,25 @@ func (l *captured) has(s string) bool {
 	return false
 }
 
+// readyPool starts a pool, closed when the test ends, waits until it has
+// size clusters ready, and points this process's New at it.
+func readyPool(t *testing.T, cfg kindtest.PoolConfig, opts ...kindtest.Option) *kindtest.Pool {
+	t.Helper()
+	ctx := context.Background()
+	p, err := kindtest.NewPool(ctx, cfg, append(opts, kindtest.WithLogger(&captured{t: t}))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close(ctx) })
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := p.WaitReady(wctx, cfg.Size); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KINDTEST_POOL", p.ID())
+	return p
+}
+
 func TestPool(t *testing.T) {
 	dc := engine(t)
 	t.Setenv("KINDTEST_IMAGE", nodeImage(t, dc)) // for the children too
@@ -120,25 +139,9 @@ func TestPool(t *testing.T) {
 	})
 
 	t.Run("claims", func(t *testing.T) {
-		log := &captured{t: t}
-		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 2}, append(childShape(), kindtest.WithLogger(log))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		closed := false
-		defer func() {
-			if !closed {
-				p.Close(ctx)
-			}
-		}()
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
-		if err := p.WaitReady(wctx, 2); err != nil {
-			t.Fatal(err)
-		}
+		p := readyPool(t, kindtest.PoolConfig{Size: 2}, childShape()...)
 
 		// Another shape is made cold, and the log says why.
-		t.Setenv("KINDTEST_POOL", p.ID())
 		other := &captured{t: t}
 		c, err := kindtest.New(ctx, kindtest.WithoutKubernetes(), kindtest.WithNamePrefix("other"), kindtest.WithLogger(other))
 		if err != nil {
@@ -196,7 +199,6 @@ func TestPool(t *testing.T) {
 		if err := p.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		closed = true
 		left := poolClusters(t, dc, p.ID())
 		for _, name := range claimed {
 			if !left[name] {
@@ -228,17 +230,7 @@ func TestPool(t *testing.T) {
 		if _, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1, Parallel: -1}, childShape()...); err == nil || !strings.Contains(err.Error(), "want 0 (the default) or more") {
 			t.Errorf("Parallel -1: %v", err)
 		}
-		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1, Total: 1}, append(childShape(), kindtest.WithLogger(&captured{t: t}))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Close(ctx)
-		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-		defer cancel()
-		if err := p.WaitReady(wctx, 1); err != nil {
-			t.Fatal(err)
-		}
-		t.Setenv("KINDTEST_POOL", p.ID())
+		p := readyPool(t, kindtest.PoolConfig{Size: 1, Total: 1}, childShape()...)
 		log := &captured{t: t}
 		c, err := kindtest.New(ctx, append(childShape(), kindtest.WithLogger(log))...)
 		if err != nil {
@@ -254,7 +246,7 @@ func TestPool(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		time.Sleep(time.Second) // time for a replacement to start, were one made
-		err = p.WaitReady(wctx, 1)
+		err = p.WaitReady(ctx, 1)
 		if s := p.Stats(); err == nil || !strings.Contains(err.Error(), "it made the 1 it may make") || s.Made != 1 || s.Making != 0 || s.Claimed != 1 {
 			t.Errorf("after its one claim: WaitReady %v, stats %+v; want no replacement", err, s)
 		}
@@ -348,17 +340,7 @@ func TestPoolKubernetes(t *testing.T) {
 	dc := engine(t)
 	img := nodeImage(t, dc)
 	ctx := context.Background()
-	p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 1}, kindtest.WithImage(img), kindtest.WithLogger(&captured{t: t}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close(ctx)
-	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := p.WaitReady(wctx, 1); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("KINDTEST_POOL", p.ID())
+	readyPool(t, kindtest.PoolConfig{Size: 1}, kindtest.WithImage(img))
 	log := &captured{t: t}
 	begin := time.Now()
 	c := start(t, dc, kindtest.WithLogger(log))

@@ -47,9 +47,11 @@ type Pool struct {
 	log      Logger
 	dc       *docker.Client
 
-	ctx    context.Context // ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx       context.Context // ends at Close
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+	closeErr  error
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced when the counts change
@@ -328,10 +330,16 @@ func (p *Pool) release(c *Cluster, session string) {
 	_ = c.Close()
 }
 
-// Close stops making clusters and removes the unclaimed ones. A cluster
+// Close stops making clusters and removes the unclaimed ones; later calls
+// return the first one's error. A cluster
 // being claimed right now goes to its claimer: the pool claims each one
 // itself before removing it, and the engine gives a claim once.
 func (p *Pool) Close(ctx context.Context) error {
+	p.closeOnce.Do(func() { p.closeErr = p.close(ctx) })
+	return p.closeErr
+}
+
+func (p *Pool) close(ctx context.Context) error {
 	p.cancel()
 	p.wg.Wait() // creations cut short remove what they made
 	p.mu.Lock()
