@@ -252,6 +252,27 @@ func TestPool(t *testing.T) {
 		}
 	})
 
+	t.Run("two pools", func(t *testing.T) {
+		// Two pools of one shape on one engine: a claim takes from the
+		// pool its environment names, and from no other.
+		a := readyPool(t, kindtest.PoolConfig{Size: 1, Total: 1}, childShape()...)
+		b := readyPool(t, kindtest.PoolConfig{Size: 1, Total: 1}, childShape()...)
+		for _, p := range []*kindtest.Pool{b, a} {
+			t.Setenv("KINDTEST_POOL", p.ID())
+			log := &captured{t: t}
+			c, err := kindtest.New(ctx, append(childShape(), kindtest.WithLogger(log))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !log.has("claimed cluster "+c.Name()+" from pool "+p.ID()) || !poolClusters(t, dc, p.ID())[c.Name()] {
+				t.Errorf("KINDTEST_POOL=%s: cluster %s is not that pool's", p.ID(), c.Name())
+			}
+			if err := c.Delete(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
 	t.Run("kill", func(t *testing.T) {
 		pc, err := startChild("pool", false)
 		if err != nil {
