@@ -252,6 +252,29 @@ func TestPool(t *testing.T) {
 		}
 	})
 
+	t.Run("shrinks", func(t *testing.T) {
+		// Creations that fail (here: an OCI runtime the engine lacks; on
+		// a user's engine, memory or inotify instances run out) shrink
+		// the pool, which says why, instead of failing again and again.
+		log := &captured{t: t}
+		p, err := kindtest.NewPool(ctx, kindtest.PoolConfig{Size: 2}, append(childShape(), kindtest.WithRuntimeForTest("kindtest-no-such-runtime"), kindtest.WithLogger(log))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close(ctx)
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+		defer cancel()
+		if err := p.WaitReady(wctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if s := p.Stats(); s.Size != 0 || s.Failed != 2 || s.Made != 0 || !log.has("the pool shrinks to 0") || !log.has("kindtest-no-such-runtime") {
+			t.Errorf("after two failed creations: %+v; want a pool shrunk to 0 whose log names the cause", s)
+		}
+		if n := len(poolClusters(t, dc, p.ID())); n != 0 {
+			t.Errorf("%d failed cluster(s) of the pool left", n)
+		}
+	})
+
 	t.Run("two pools", func(t *testing.T) {
 		// Two pools of one shape on one engine: a claim takes from the
 		// pool its environment names, and from no other.

@@ -250,6 +250,9 @@ func (p *Pool) make() {
 		// fail every time. Claims find fewer ready and create cold.
 		p.size--
 		p.log.Printf("kindtest: pool %s: a cluster failed after %v; the pool shrinks to %d: %v", p.id, time.Since(start).Round(time.Millisecond), p.size, err)
+		if p.size == 0 {
+			p.log.Printf("kindtest: pool %s is empty: each Start now makes its cluster cold", p.id)
+		}
 		return
 	}
 	p.stats.Made++
