@@ -1,0 +1,411 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
+	"github.com/kindtest/kindtest/kindtest"
+)
+
+// defaultNodeImage is the node image a run uses unless told otherwise.
+const defaultNodeImage = kindtest.DefaultImage
+
+// run does the whole job and reports whether any spec failed.
+func run(ctx context.Context, log logger, o options) (failed bool, err error) {
+	start := time.Now()
+	moduleDir, err := findModule()
+	if err != nil {
+		return false, err
+	}
+	cli, err := docker.New(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer cli.Close()
+	version, err := nodeImageVersion(ctx, cli, o.image)
+	if err != nil {
+		return false, err
+	}
+	log.Printf("node image %s: Kubernetes %s", o.image, version)
+
+	bins, err := buildBinaries(ctx, log, moduleDir, o.cacheDir, version, o.nice)
+	if err != nil {
+		return false, err
+	}
+	plans, err := planImages(ctx, bins)
+	if err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return false, err
+	}
+	out, err := filepath.Abs(o.out)
+	if err != nil {
+		return false, err
+	}
+	tmp, err := os.MkdirTemp("", "kindtest-conformance-")
+	if err != nil {
+		return false, err
+	}
+	defer os.RemoveAll(tmp)
+	ib := &imageBuilder{cli: cli, log: log, bins: bins, tmp: tmp}
+	if err := buildImages(ctx, ib, plans); err != nil {
+		return false, err
+	}
+	if o.buildOnly {
+		writeImageReport(os.Stdout, plans)
+		return false, nil
+	}
+
+	cluster, err := kindtest.New(ctx,
+		kindtest.WithImage(o.image),
+		kindtest.WithWorkers(o.workers),
+		kindtest.WithControlPlanes(o.controlPlane),
+		kindtest.WithNamePrefix("conformance"),
+		kindtest.WithLogger(log))
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		// Its own context: the run's may be cancelled by now.
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if derr := cluster.Delete(dctx); derr != nil {
+			err = errors.Join(err, derr)
+		} else {
+			log.Printf("cluster %s deleted", cluster.Name())
+		}
+	}()
+	log.Printf("cluster %s: %d control plane(s), %d worker(s)", cluster.Name(), o.controlPlane, o.workers)
+	if err := markNodeImages(ctx, cluster, plans); err != nil {
+		return false, err
+	}
+	var load []string
+	for _, p := range plans {
+		if p.Built {
+			load = append(load, p.Ref)
+		}
+	}
+	loadStart := time.Now()
+	if err := cluster.LoadImage(ctx, load...); err != nil {
+		return false, err
+	}
+	log.Printf("loaded %d test images into every node in %s", len(load), time.Since(loadStart).Round(100*time.Millisecond))
+	writeImageReport(os.Stderr, plans)
+
+	var total summary
+	var reports []string
+	phases := []struct {
+		name, labels string
+		nodes        int
+		enabled      bool
+	}{
+		{"parallel", "Conformance && !Serial", o.parallel, o.parallelRun},
+		{"serial", "Conformance && Serial", 1, o.serial},
+	}
+	var summaries []string
+	for _, ph := range phases {
+		if !ph.enabled {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		s, report, rerr := runGinkgo(ctx, log, bins, cluster, o, out, ph.name, ph.labels, ph.nodes)
+		if rerr != nil {
+			return false, rerr
+		}
+		reports = append(reports, report)
+		var b strings.Builder
+		s.write(&b, ph.name)
+		summaries = append(summaries, b.String())
+		total.add(s)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Kubernetes %s conformance on kindtest cluster %s (%s; %d control plane(s), %d worker(s)), focus %q, skip %q\n",
+		version, cluster.Name(), o.image, o.controlPlane, o.workers, o.focus, o.skip)
+	for _, s := range summaries {
+		b.WriteString(s)
+	}
+	total.Wall = time.Since(start)
+	fmt.Fprintf(&b, "total: %d selected, %d ran, %d passed, %d failed, %d skipped at run time; the whole command took %s\n",
+		total.Selected, total.Ran, total.Passed, total.Failed, total.Skipped, total.Wall.Round(time.Second))
+	fmt.Fprintf(&b, "JUnit reports: %s\n", strings.Join(reports, ", "))
+	writeImageReport(&b, plans)
+	os.Stdout.WriteString(b.String())
+	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(b.String()), 0o644); err != nil {
+		return false, err
+	}
+	return total.Failed > 0, nil
+}
+
+// nodeImageVersion reads the Kubernetes version the node image is
+// labelled with.
+func nodeImageVersion(ctx context.Context, cli *docker.Client, ref string) (string, error) {
+	img, err := cli.InspectImage(ctx, ref)
+	if docker.IsNotFound(err) {
+		return "", fmt.Errorf("node image %s not found: build it with `go run ./cmd/kindtest build` (or pass -image)", ref)
+	}
+	if err != nil {
+		return "", err
+	}
+	for _, key := range []string{lifetime.LabelImageKubernetesVersion, lifetime.LegacyLabelImageKubernetesVersion} {
+		if v := img.Labels[key]; v != "" {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("node image %s has no %s label: is it a kindtest node image?", ref, lifetime.LabelImageKubernetesVersion)
+}
+
+// runGinkgo runs one ginkgo pass over e2e.test and summarises its JUnit
+// report.
+func runGinkgo(ctx context.Context, log logger, bins binaries, cluster *kindtest.Cluster, o options, out, name, labels string, nodes int) (summary, string, error) {
+	report := filepath.Join(out, "junit-"+name+".xml")
+	os.Remove(report)
+	args := ginkgoArgs(o, labels, nodes, report, out)
+	args = append(args, bins.path("e2e.test"), "--")
+	args = append(args, e2eArgs(cluster.KubeconfigPath(), bins.path("kubectl"), filepath.Join(out, name), o.workers)...)
+	logPath := filepath.Join(out, "ginkgo-"+name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return summary{}, "", err
+	}
+	defer logFile.Close()
+	fmt.Fprintf(logFile, "%s %s\n", bins.path("ginkgo"), strings.Join(args, " "))
+	log.Printf("running the %s conformance specs (%s): ginkgo output in %s", name, labels, logPath)
+	cmd := exec.CommandContext(ctx, bins.path("ginkgo"), args...)
+	cmd.Dir = out
+	cmd.Stdout = io.MultiWriter(logFile, os.Stdout)
+	cmd.Stderr = cmd.Stdout
+	// Ctrl-C reaches ginkgo too (one process group); a cancel from
+	// elsewhere interrupts it the same way, and kills it if it lingers.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
+	cmd.WaitDelay = time.Minute
+	start := time.Now()
+	runErr := cmd.Run()
+	wall := time.Since(start)
+	if ctx.Err() != nil {
+		return summary{}, "", fmt.Errorf("%s run interrupted after %s: %w", name, wall.Round(time.Second), ctx.Err())
+	}
+	s, err := readJUnit(report)
+	if err != nil {
+		return summary{}, "", fmt.Errorf("%s run: ginkgo wrote no usable report (%v): %w", name, runErr, err)
+	}
+	s.Wall = wall
+	var ee *exec.ExitError
+	if runErr != nil && !errors.As(runErr, &ee) {
+		return summary{}, "", fmt.Errorf("%s run: %w", name, runErr)
+	}
+	log.Printf("%s run: %d ran, %d passed, %d failed in %s", name, s.Ran, s.Passed, s.Failed, wall.Round(time.Second))
+	return s, report, nil
+}
+
+// ginkgoArgs are ginkgo's flags for one pass: the conformance label
+// filter of the pass, the user's focus and skip, and the JUnit report.
+func ginkgoArgs(o options, labels string, nodes int, report, out string) []string {
+	args := []string{
+		"--nodes=" + fmt.Sprint(nodes),
+		"--label-filter=" + labels,
+		"--timeout=" + o.timeout.String(),
+		"--junit-report=" + report,
+		"--output-dir=" + out,
+		"--silence-skips",
+		"--no-color",
+		"--poll-progress-after=10m",
+	}
+	if o.focus != "" {
+		args = append(args, "--focus="+o.focus)
+	}
+	if o.skip != "" {
+		args = append(args, "--skip="+o.skip)
+	}
+	return args
+}
+
+// e2eArgs are e2e.test's own flags, as kind's CI passes them.
+func e2eArgs(kubeconfig, kubectl, reportDir string, workers int) []string {
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--provider=skeleton",
+		"--kubectl-path=" + kubectl,
+		"--report-dir=" + reportDir,
+		"--disable-log-dump=true",
+	}
+	if workers > 0 {
+		args = append(args, fmt.Sprintf("--num-nodes=%d", workers))
+	}
+	return args
+}
+
+// planImages decides, for every image the conformance specs name, how it
+// is made: from the e2e framework's image list (manifest.go and
+// e2e.test --list-images) and the conformance spec files that name each.
+func planImages(ctx context.Context, bins binaries) ([]imagePlan, error) {
+	manifest, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "utils", "image", "manifest.go"))
+	if err != nil {
+		return nil, err
+	}
+	listed, err := exec.CommandContext(ctx, bins.path("e2e.test"), "--list-images").Output()
+	if err != nil {
+		return nil, fmt.Errorf("e2e.test --list-images: %w", err)
+	}
+	list, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "conformance", "testdata", "conformance.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	configs := matchRefs(parseManifest(manifest), string(listed))
+	var ids []string
+	for _, c := range configs {
+		ids = append(ids, c.ID)
+	}
+	users, err := imageUsers(bins.kubernetesDir, parseConformanceList(list), ids)
+	if err != nil {
+		return nil, err
+	}
+	templated, err := manifestTemplateImages(bins.kubernetesDir, ids)
+	if err != nil {
+		return nil, err
+	}
+	agnhostVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "agnhost", "VERSION"))
+	if err != nil {
+		return nil, err
+	}
+	return decide(configs, users, templated, strings.TrimSpace(string(agnhostVersion)), bins.version), nil
+}
+
+// alwaysNeeded are the images the e2e framework's own helpers run in
+// most specs, named in no spec file.
+var alwaysNeeded = []string{"Agnhost", "BusyBox", "Pause"}
+
+// decide makes the plan for each image the conformance specs need: those
+// named in a conformance spec file or a manifest template, and the
+// framework's own. agnhostVersion is the version of the module's agnhost
+// source.
+func decide(configs []imageConfig, users map[string][]fileUse, templated []string, agnhostVersion, kubernetesVersion string) []imagePlan {
+	var plans []imagePlan
+	for _, c := range configs {
+		if c.Ref == "" || (len(users[c.ID]) == 0 && !slices.Contains(templated, c.ID) && !slices.Contains(alwaysNeeded, c.ID)) {
+			continue
+		}
+		p := imagePlan{imageConfig: c, Users: users[c.ID]}
+		switch c.Name {
+		case "agnhost":
+			switch {
+			case c.ID == "AgnhostPrivate":
+				p.How = "an image the specs pull from a private registry with credentials; nothing here serves it"
+			case c.Version == agnhostVersion:
+				p.Built, p.Faithful = true, true
+				p.How = fmt.Sprintf("agnhost %s from k8s.io/kubernetes@%s test/images/agnhost, on Debian bookworm instead of Alpine, without the CoreDNS 1.6.2 binary and the fake registry's files", agnhostVersion, kubernetesVersion)
+			default:
+				p.How = fmt.Sprintf("agnhost %s: the agnhost source of k8s.io/kubernetes@%s is %s", c.Version, kubernetesVersion, agnhostVersion)
+			}
+		case "busybox":
+			p.Built, p.Faithful = true, true
+			p.How = "BusyBox from Debian " + busyboxSuite + "'s busybox-static"
+		case "pause", "etcd":
+			p.How = "kubeadm's image, in the node image (checked once the cluster is up)"
+		case "nginx":
+			p.Built = true
+			p.How = "a stand-in: Debian bookworm's nginx-light (nginx 1.22), not nginx " + strings.SplitN(c.Version, "-", 2)[0]
+		case "nonroot":
+			p.Built = true
+			p.How = "Debian bookworm with USER 1234, as the nonroot Dockerfile of this Kubernetes version (1.6.0) builds it, not " + c.Version + "'s"
+		case "alpine":
+			if strings.HasPrefix(c.Ref, "invalid.") {
+				p.Faithful, p.InNode = true, true
+				p.How = "an image that must not exist: the spec expects its pull to fail"
+			}
+		}
+		if p.How == "" {
+			p.How = "not built by kindtest-conformance yet (upstream: test/images/" + c.Name + ")"
+		}
+		plans = append(plans, p)
+	}
+	return plans
+}
+
+// buildImages builds the images the plans say are built. A BusyBox of
+// another release than the tag's is kept, as a substitute.
+func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error {
+	ib.log.Printf("building the test images")
+	for i, p := range plans {
+		if !p.Built {
+			continue
+		}
+		var err error
+		switch p.Name {
+		case "agnhost":
+			err = ib.agnhost(ctx, p.Ref)
+		case "busybox":
+			var release string
+			release, err = ib.busybox(ctx, p.Ref)
+			if want, _, _ := strings.Cut(p.Version, "-"); err == nil && release != want {
+				plans[i].Faithful = false
+				plans[i].How = fmt.Sprintf("a stand-in: BusyBox %s from Debian %s's busybox-static, not %s", release, busyboxSuite, want)
+			} else if err == nil {
+				plans[i].How = fmt.Sprintf("BusyBox %s from Debian %s's busybox-static", release, busyboxSuite)
+			}
+		case "nginx":
+			err = ib.nginx(ctx, p.Ref)
+		case "nonroot":
+			err = ib.nonroot(ctx, p.Ref)
+		}
+		if err != nil {
+			return fmt.Errorf("build %s: %w", p.Ref, err)
+		}
+	}
+	return nil
+}
+
+// markNodeImages checks that the images the plans expect in the node
+// image (kubeadm's pause and etcd) are there.
+func markNodeImages(ctx context.Context, cluster *kindtest.Cluster, plans []imagePlan) error {
+	res, err := cluster.ControlPlane().Exec(ctx, "ctr", "-n", "k8s.io", "images", "ls", "-q")
+	if err != nil {
+		return err
+	}
+	have := strings.Fields(res.Stdout)
+	for i, p := range plans {
+		if p.Name != "pause" && p.Name != "etcd" {
+			continue
+		}
+		if slices.Contains(have, p.Ref) {
+			plans[i].InNode, plans[i].Faithful = true, true
+			plans[i].How = "kubeadm's image, in the node image"
+		} else {
+			plans[i].How = "expected in the node image, but its containerd has no " + p.Ref
+		}
+	}
+	return nil
+}
+
+// writeImageReport lists the images that were not built faithfully, with
+// the spec files that name them.
+func writeImageReport(w io.Writer, plans []imagePlan) {
+	var ok, unmet []string
+	for _, p := range plans {
+		if p.unmet() {
+			unmet = append(unmet, p.describe())
+		} else {
+			ok = append(ok, p.Ref)
+		}
+	}
+	fmt.Fprintf(w, "test images in place (%d): %s\n", len(ok), strings.Join(ok, ", "))
+	if len(unmet) > 0 {
+		fmt.Fprintf(w, "test images missing or stand-ins (%d); specs that need them fail or test the stand-in:\n", len(unmet))
+		for _, u := range unmet {
+			fmt.Fprintf(w, "  %s\n", u)
+		}
+	}
+}
