@@ -64,7 +64,13 @@ func (ib *imageBuilder) upToDate(ctx context.Context, ref, recipe string) (bool,
 
 // buildDebian makes ref from d, unless it is up to date.
 func (ib *imageBuilder) buildDebian(ctx context.Context, ref string, d debianImage, extra ...string) error {
-	recipe := hashStrings(append(d.recipe(), extra...)...)
+	// The hooks name files under the temporary directory, which differs
+	// from run to run; what those files hold is in extra.
+	parts := append(d.recipe(), extra...)
+	for i, p := range parts {
+		parts[i] = strings.ReplaceAll(p, ib.tmp, "$TMP")
+	}
+	recipe := hashStrings(parts...)
 	if ok, err := ib.upToDate(ctx, ref, recipe); err != nil || ok {
 		if ok {
 			ib.log.Printf("  %s is up to date", ref)

@@ -173,7 +173,7 @@ func nodeImageVersion(ctx context.Context, cli *docker.Client, ref string) (stri
 func runGinkgo(ctx context.Context, log logger, bins binaries, cluster *kindtest.Cluster, o options, out, name, labels string, nodes int) (summary, string, error) {
 	report := filepath.Join(out, "junit-"+name+".xml")
 	os.Remove(report)
-	args := ginkgoArgs(o, labels, nodes, report, out)
+	args := ginkgoArgs(o, labels, nodes, report)
 	args = append(args, bins.path("e2e.test"), "--")
 	args = append(args, e2eArgs(cluster.KubeconfigPath(), bins.path("kubectl"), filepath.Join(out, name), o.workers)...)
 	logPath := filepath.Join(out, "ginkgo-"+name+".log")
@@ -213,13 +213,14 @@ func runGinkgo(ctx context.Context, log logger, bins binaries, cluster *kindtest
 
 // ginkgoArgs are ginkgo's flags for one pass: the conformance label
 // filter of the pass, the user's focus and skip, and the JUnit report.
-func ginkgoArgs(o options, labels string, nodes int, report, out string) []string {
+// The report path is absolute: ginkgo's --output-dir, not given, would
+// be joined in front of it.
+func ginkgoArgs(o options, labels string, nodes int, report string) []string {
 	args := []string{
 		"--nodes=" + fmt.Sprint(nodes),
 		"--label-filter=" + labels,
 		"--timeout=" + o.timeout.String(),
 		"--junit-report=" + report,
-		"--output-dir=" + out,
 		"--silence-skips",
 		"--no-color",
 		"--poll-progress-after=10m",
