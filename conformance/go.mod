@@ -1,6 +1,6 @@
 // Module conformance builds the Kubernetes e2e test binary (e2e.test), the
-// ginkgo runner that drives it, kubectl, and agnhost, the e2e tests' multi-purpose
-// test image, for cmd/kindtest-conformance. It is a module of its own so
+// ginkgo runner that drives it, kubectl, agnhost (the e2e tests' multi-purpose
+// test image) and nnp (the nonewprivs image's program), for cmd/kindtest-conformance. It is a module of its own so
 // that the library's go.mod never sees the e2e tests' dependency graph.
 module github.com/kindtest/kindtest/conformance
 
@@ -237,4 +237,5 @@ tool (
 	github.com/onsi/ginkgo/v2/ginkgo
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/test/images/agnhost
+	k8s.io/kubernetes/test/images/nonewprivs
 )

@@ -30,11 +30,13 @@ const e2ePackage = kubernetesModule + "/test/e2e"
 
 // tools are the programs built from the module besides e2e.test: the
 // ginkgo runner at the version the e2e tests link, kubectl (the kubectl
-// specs run it), and agnhost, the e2e tests' multi-purpose image.
+// specs run it), agnhost, the e2e tests' multi-purpose image, and
+// nonewprivs, the nonewprivs image's program (nnp upstream).
 var tools = []string{
 	"github.com/onsi/ginkgo/v2/ginkgo",
 	kubernetesModule + "/cmd/kubectl",
 	kubernetesModule + "/test/images/agnhost",
+	kubernetesModule + "/test/images/nonewprivs",
 }
 
 // goEnv is the environment of every go command here: static binaries, no
@@ -88,7 +90,7 @@ func buildBinaries(ctx context.Context, log logger, moduleDir, cacheDir, version
 	stamp := hashStrings(recipe...)
 	stampFile := filepath.Join(b.dir, ".recipe")
 	if old, err := os.ReadFile(stampFile); err == nil && string(old) == stamp && b.complete() {
-		log.Printf("e2e.test, ginkgo, kubectl and agnhost for Kubernetes %s are up to date in %s", version, b.dir)
+		log.Printf("e2e.test, ginkgo, kubectl, agnhost and nonewprivs for Kubernetes %s are up to date in %s", version, b.dir)
 		return b, nil
 	}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
@@ -107,7 +109,7 @@ func buildBinaries(ctx context.Context, log logger, moduleDir, cacheDir, version
 	if err := goCommand(ctx, moduleDir, nice, append(args, tools...)...); err != nil {
 		return binaries{}, err
 	}
-	log.Printf("built ginkgo, kubectl and agnhost in %s", time.Since(start).Round(time.Second))
+	log.Printf("built ginkgo, kubectl, agnhost and nonewprivs in %s", time.Since(start).Round(time.Second))
 	if err := os.WriteFile(stampFile, []byte(stamp), 0o644); err != nil {
 		return binaries{}, err
 	}
@@ -115,7 +117,7 @@ func buildBinaries(ctx context.Context, log logger, moduleDir, cacheDir, version
 }
 
 func (b binaries) complete() bool {
-	for _, name := range []string{"e2e.test", "ginkgo", "kubectl", "agnhost"} {
+	for _, name := range []string{"e2e.test", "ginkgo", "kubectl", "agnhost", "nonewprivs"} {
 		if _, err := os.Stat(b.path(name)); err != nil {
 			return false
 		}

@@ -156,7 +156,34 @@ func (ib *imageBuilder) nonroot(ctx context.Context, ref string) error {
 	return ib.buildDebian(ctx, ref, debianImage{suite: "bookworm", packages: []string{"bash"}, changes: []string{"USER 1234"}})
 }
 
-// busyboxVersion is the BusyBox release of Debian trixie's busybox-static.
+// nonewprivs builds the nonewprivs image: its program (nnp.go, built as
+// nonewprivs) set-user-ID root at /usr/local/bin/nnp, on Debian bookworm
+// instead of Alpine.
+func (ib *imageBuilder) nonewprivs(ctx context.Context, ref string) error {
+	stage := filepath.Join(ib.tmp, "nonewprivs")
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return err
+	}
+	if err := copyFile(ib.bins.path("nonewprivs"), filepath.Join(stage, "nnp")); err != nil {
+		return err
+	}
+	bin, err := os.ReadFile(ib.bins.path("nonewprivs"))
+	if err != nil {
+		return err
+	}
+	return ib.buildDebian(ctx, ref, debianImage{
+		suite:    "bookworm",
+		packages: []string{"bash"},
+		hooks: []string{
+			"copy-in " + filepath.Join(stage, "nnp") + " /usr/local/bin",
+			`chroot "$1" chmod 4755 /usr/local/bin/nnp`,
+		},
+		changes: []string{`CMD ["nnp"]`},
+	}, hashStrings(string(bin)))
+}
+
+// busyboxSuite is the Debian release whose busybox-static the busybox
+// image is made of: trixie's is BusyBox 1.37.0.
 const busyboxSuite = "trixie"
 
 // busybox builds the busybox image as the official one is: the static

@@ -282,18 +282,26 @@ func planImages(ctx context.Context, bins binaries) ([]imagePlan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decide(configs, users, templated, strings.TrimSpace(string(agnhostVersion)), bins.version), nil
+	nnpVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "nonewprivs", "VERSION"))
+	if err != nil {
+		return nil, err
+	}
+	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), nil
 }
 
 // alwaysNeeded are the images the e2e framework's own helpers run in
 // most specs, named in no spec file.
 var alwaysNeeded = []string{"Agnhost", "BusyBox", "Pause"}
 
+// sourceVersions are the versions of the test images' sources in the
+// module (test/images/NAME/VERSION).
+type sourceVersions struct{ agnhost, nonewprivs string }
+
 // decide makes the plan for each image the conformance specs need: those
 // named in a conformance spec file or a manifest template, and the
-// framework's own. agnhostVersion is the version of the module's agnhost
-// source.
-func decide(configs []imageConfig, users map[string][]fileUse, templated []string, agnhostVersion, kubernetesVersion string) []imagePlan {
+// framework's own.
+func decide(configs []imageConfig, users map[string][]fileUse, templated []string, src sourceVersions, kubernetesVersion string) []imagePlan {
+	agnhostVersion, nonewprivsVersion := src.agnhost, src.nonewprivs
 	var plans []imagePlan
 	for _, c := range configs {
 		if c.Ref == "" || (len(users[c.ID]) == 0 && !slices.Contains(templated, c.ID) && !slices.Contains(alwaysNeeded, c.ID)) {
@@ -309,7 +317,11 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 				p.Built, p.Faithful = true, true
 				p.How = fmt.Sprintf("agnhost %s from k8s.io/kubernetes@%s test/images/agnhost, on Debian bookworm instead of Alpine, without the CoreDNS 1.6.2 binary and the fake registry's files", agnhostVersion, kubernetesVersion)
 			default:
-				p.How = fmt.Sprintf("agnhost %s: the agnhost source of k8s.io/kubernetes@%s is %s", c.Version, kubernetesVersion, agnhostVersion)
+				// No Kubernetes release may hold this agnhost (2.55 is in
+				// none: v1.33 has 2.53, v1.34 2.56); the specs want an
+				// agnhost that is another image than the current one.
+				p.Built, p.StandInFor = true, "agnhost:"+agnhostVersion
+				p.How = fmt.Sprintf("a stand-in: agnhost %s (this module's) under the %s tag", agnhostVersion, c.Version)
 			}
 		case "busybox":
 			p.Built, p.Faithful = true, true
@@ -319,6 +331,13 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 		case "nginx":
 			p.Built = true
 			p.How = "a stand-in: Debian bookworm's nginx-light (nginx 1.22), not nginx " + strings.SplitN(c.Version, "-", 2)[0]
+		case "nonewprivs":
+			if c.Version == nonewprivsVersion {
+				p.Built, p.Faithful = true, true
+				p.How = fmt.Sprintf("nonewprivs %s from k8s.io/kubernetes@%s test/images/nonewprivs, on Debian bookworm instead of Alpine", c.Version, kubernetesVersion)
+			} else {
+				p.How = fmt.Sprintf("nonewprivs %s: the source of k8s.io/kubernetes@%s is %s", c.Version, kubernetesVersion, nonewprivsVersion)
+			}
 		case "nonroot":
 			p.Built = true
 			p.How = "Debian bookworm with USER 1234, as the nonroot Dockerfile of this Kubernetes version (1.6.0) builds it, not " + c.Version + "'s"
@@ -347,6 +366,9 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 		var err error
 		switch p.Name {
 		case "agnhost":
+			if p.StandInFor != "" {
+				continue // tagged below, once the image it stands in for is built
+			}
 			err = ib.agnhost(ctx, p.Ref)
 		case "busybox":
 			var release string
@@ -361,10 +383,30 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 			err = ib.nginx(ctx, p.Ref)
 		case "nonroot":
 			err = ib.nonroot(ctx, p.Ref)
+		case "nonewprivs":
+			err = ib.nonewprivs(ctx, p.Ref)
 		}
 		if err != nil {
 			return fmt.Errorf("build %s: %w", p.Ref, err)
 		}
+	}
+	for _, p := range plans {
+		if p.StandInFor == "" {
+			continue
+		}
+		from := ""
+		for _, q := range plans {
+			if q.StandInFor == "" && strings.HasSuffix(q.Ref, "/"+p.StandInFor) {
+				from = q.Ref
+			}
+		}
+		if from == "" {
+			return fmt.Errorf("stand-in %s: no image %s was built", p.Ref, p.StandInFor)
+		}
+		if err := ib.cli.TagImage(ctx, from, p.Ref); err != nil {
+			return err
+		}
+		ib.log.Printf("  %s tagged as a stand-in for it: %s", from, p.Ref)
 	}
 	return nil
 }

@@ -185,6 +185,9 @@ type imagePlan struct {
 	// Faithful is false for a substitute: built, but not as upstream
 	// builds it (another version of the software); How says what differs.
 	Faithful bool
+	// StandInFor, on a stand-in that is another built image under this
+	// reference, names that image ("agnhost:2.66.1").
+	StandInFor string
 	// Users are the conformance spec files that name it.
 	Users []fileUse
 }

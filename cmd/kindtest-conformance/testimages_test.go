@@ -67,7 +67,7 @@ func TestDecide(t *testing.T) {
 		"Nginx":                {{File: "test/e2e/apps/rc.go", Specs: 6}},
 		"InvalidRegistryImage": {{File: "test/e2e/common/node/runtime.go", Specs: 5}},
 	}
-	plans := decide(configs, users, []string{"BusyBox"}, "2.66.1", "v1.37.2")
+	plans := decide(configs, users, []string{"BusyBox"}, sourceVersions{agnhost: "2.66.1", nonewprivs: "1.4"}, "v1.37.2")
 	got := map[string]imagePlan{}
 	for _, p := range plans {
 		got[p.ID] = p
@@ -90,17 +90,23 @@ func TestDecide(t *testing.T) {
 	}
 	check("Agnhost", true, false)
 	check("BusyBox", true, false)
-	check("AgnhostPrev", false, true) // the module's agnhost is 2.66.1
+	check("AgnhostPrev", true, true) // a stand-in: the module's agnhost is 2.66.1
 	check("Kitten", false, true)
 	check("Nginx", true, true) // a stand-in
 	check("InvalidRegistryImage", false, false)
 	check("Pause", false, true) // until the node image is checked
 
 	d := got["AgnhostPrev"].describe()
-	for _, want := range []string{"NOT BUILT registry.k8s.io/e2e-test-images/agnhost:2.55 (AgnhostPrev)", "is 2.66.1", "apps/deployment.go (8)"} {
+	if got["AgnhostPrev"].StandInFor != "agnhost:2.66.1" {
+		t.Errorf("AgnhostPrev stands in for %q", got["AgnhostPrev"].StandInFor)
+	}
+	for _, want := range []string{"SUBSTITUTE registry.k8s.io/e2e-test-images/agnhost:2.55 (AgnhostPrev)", "agnhost 2.66.1 (this module's) under the 2.55 tag", "apps/deployment.go (8)"} {
 		if !strings.Contains(d, want) {
 			t.Errorf("description %q lacks %q", d, want)
 		}
+	}
+	if d := got["Kitten"].describe(); !strings.HasPrefix(d, "NOT BUILT registry.k8s.io/e2e-test-images/kitten:1.8 (Kitten)") {
+		t.Errorf("kitten description %q", d)
 	}
 	if d := got["Nginx"].describe(); !strings.HasPrefix(d, "SUBSTITUTE ") {
 		t.Errorf("nginx description %q", d)
