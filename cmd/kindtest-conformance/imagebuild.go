@@ -182,6 +182,13 @@ func (ib *imageBuilder) nonewprivs(ctx context.Context, ref string) error {
 	}, hashStrings(string(bin)))
 }
 
+// glibcDNSTesting builds the glibc-dns-testing image as its Dockerfile
+// does, Debian bookworm with dnsutils, without the CoreDNS 1.5.0 binary
+// that the DNS specs' probes (dig, getent) do not run.
+func (ib *imageBuilder) glibcDNSTesting(ctx context.Context, ref string) error {
+	return ib.buildDebian(ctx, ref, debianImage{suite: "bookworm", packages: []string{"dnsutils"}})
+}
+
 // busyboxSuite is the Debian release whose busybox-static the busybox
 // image is made of: trixie's is BusyBox 1.37.0.
 const busyboxSuite = "trixie"

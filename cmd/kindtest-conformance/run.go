@@ -338,6 +338,9 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 			} else {
 				p.How = fmt.Sprintf("nonewprivs %s: the source of k8s.io/kubernetes@%s is %s", c.Version, kubernetesVersion, nonewprivsVersion)
 			}
+		case "glibc-dns-testing":
+			p.Built, p.Faithful = true, true
+			p.How = "Debian bookworm with dnsutils, as its Dockerfile builds it, without the CoreDNS 1.5.0 binary the probes do not use"
 		case "nonroot":
 			p.Built = true
 			p.How = "Debian bookworm with USER 1234, as the nonroot Dockerfile of this Kubernetes version (1.6.0) builds it, not " + c.Version + "'s"
@@ -385,6 +388,8 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 			err = ib.nonroot(ctx, p.Ref)
 		case "nonewprivs":
 			err = ib.nonewprivs(ctx, p.Ref)
+		case "glibc-dns-testing":
+			err = ib.glibcDNSTesting(ctx, p.Ref)
 		}
 		if err != nil {
 			return fmt.Errorf("build %s: %w", p.Ref, err)
