@@ -205,7 +205,9 @@ func deriveModule(ctx context.Context, log logger, checkedInDir, dir, version st
 	if modulePath == "" || goVersion == "" {
 		return "", fmt.Errorf("%s/go.mod lacks a module or go directive", checkedInDir)
 	}
-	downloadDir := filepath.Join(filepath.Dir(dir), "download")
+	// Shared by every version, so that a version the proxy does not serve
+	// leaves no directory of its own behind.
+	downloadDir := filepath.Join(filepath.Dir(filepath.Dir(dir)), "download")
 	if err := os.MkdirAll(downloadDir, 0o755); err != nil {
 		return "", err
 	}

@@ -35,7 +35,7 @@ type logger interface {
 
 // options are the command's flags.
 type options struct {
-	image                 string
+	image, version        string
 	workers, controlPlane int
 	focus, skip           string
 	parallel              int
@@ -55,6 +55,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		defImage = defaultNodeImage
 	}
 	fs.StringVar(&o.image, "image", defImage, "node image (default: $KINDTEST_IMAGE, else kindtest's default); its Kubernetes version decides the e2e tests built")
+	fs.StringVar(&o.version, "kubernetes-version", "", "build the e2e tests of this Kubernetes version (default: the node image's); with -build-only, no node image is needed")
 	fs.IntVar(&o.workers, "workers", 2, "worker nodes")
 	fs.IntVar(&o.controlPlane, "control-planes", 1, "control-plane nodes (1, 3 or 5)")
 	fs.StringVar(&o.focus, "focus", "", "run only the conformance specs whose name matches this regular expression (ginkgo --focus)")

@@ -33,11 +33,21 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 		return false, err
 	}
 	defer cli.Close()
-	version, err := nodeImageVersion(ctx, cli, o.image)
-	if err != nil {
-		return false, err
+	version := o.version
+	if version == "" || !o.buildOnly {
+		nodeVersion, err := nodeImageVersion(ctx, cli, o.image)
+		if err != nil {
+			return false, err
+		}
+		if version != "" && version != nodeVersion {
+			return false, fmt.Errorf("-kubernetes-version %s, but node image %s is Kubernetes %s: the e2e tests must be the cluster's version (pass -build-only to build them alone)", version, o.image, nodeVersion)
+		}
+		version = nodeVersion
+		log.Printf("node image %s: Kubernetes %s", o.image, version)
 	}
-	log.Printf("node image %s: Kubernetes %s", o.image, version)
+	if _, ok := parseRelease(version); !ok {
+		return false, fmt.Errorf("Kubernetes version %q is not a release of the form vMAJOR.MINOR.PATCH", version)
+	}
 
 	bins, err := buildBinaries(ctx, log, moduleDir, o.cacheDir, version, o.nice)
 	if err != nil {
