@@ -24,28 +24,6 @@ var containerdCommands = []string{"containerd", "containerd-shim-runc-v2", "ctr"
 // defeat the build cache).
 var goEnv = []string{"CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-buildvcs=false"}
 
-// kubernetesLDFlags stamps the version that `kubectl version` and
-// `kubelet --version` print. A fixed build date keeps the link reproducible.
-func kubernetesLDFlags(version string) string {
-	major, minor := "", ""
-	if parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3); len(parts) >= 2 {
-		major, minor = parts[0], parts[1]
-	}
-	var flags []string
-	flags = append(flags, "-s", "-w")
-	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
-		flags = append(flags,
-			"-X", pkg+".gitVersion="+version,
-			"-X", pkg+".gitMajor="+major,
-			"-X", pkg+".gitMinor="+minor,
-			"-X", pkg+".gitTreeState=clean")
-		if pkg == "k8s.io/component-base/version" {
-			flags = append(flags, "-X", pkg+".buildDate=1970-01-01T00:00:00Z")
-		}
-	}
-	return strings.Join(flags, " ")
-}
-
 // buildBinaries builds every program of the node and its component images
 // into b.binDir. The Go build cache makes this fast after the first time.
 //
@@ -70,7 +48,7 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		return err
 	}
 	out := b.binDir + string(filepath.Separator)
-	k8s := []string{"-trimpath", "-ldflags", kubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
+	k8s := []string{"-trimpath", "-ldflags", KubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
 	for _, name := range kubernetesCommands {
 		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
 	}
@@ -97,7 +75,7 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		derived[req.dir] = dir
 	}
 
-	containerdVersion, err := moduleVersion(filepath.Join(src, "containerd", "go.mod"), "github.com/containerd/containerd/v2")
+	containerdVersion, err := RequiredVersion(filepath.Join(src, "containerd", "go.mod"), "github.com/containerd/containerd/v2")
 	if err != nil {
 		return err
 	}
@@ -152,7 +130,7 @@ func modulesToDerive(sourceDir string, refs []string) ([]moduleReq, error) {
 	}
 	var derive []moduleReq
 	for _, req := range reqs {
-		have, err := moduleVersion(filepath.Join(sourceDir, req.dir, "go.mod"), req.path)
+		have, err := RequiredVersion(filepath.Join(sourceDir, req.dir, "go.mod"), req.path)
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -141,24 +140,11 @@ func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
 // findSourceDir returns the images/ directory of the kindtest checkout that
 // holds the working directory or, failing that, this source file.
 func findSourceDir() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+	root, searched, ok := FindCheckout(filepath.Join("images", "kubernetes", "go.mod"))
+	if !ok {
+		return "", fmt.Errorf("%w: no images/kubernetes/go.mod above %q", errNoCheckout, searched)
 	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, start := range starts {
-		for dir := start; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "images", "kubernetes", "go.mod")); err == nil {
-				return filepath.Join(dir, "images"), nil
-			}
-			if filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("%w: no images/kubernetes/go.mod above %q", errNoCheckout, starts)
+	return filepath.Join(root, "images"), nil
 }
 
 // errNoCheckout says that no kindtest checkout holds the inputs.
@@ -182,7 +168,7 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	checkedIn, err := moduleVersion(filepath.Join(cfg.sourceDir, "kubernetes", "go.mod"), kubernetesModule)
+	checkedIn, err := RequiredVersion(filepath.Join(cfg.sourceDir, "kubernetes", "go.mod"), kubernetesModule)
 	if err != nil {
 		return Result{}, err
 	}

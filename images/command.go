@@ -1,7 +1,6 @@
 package images
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -119,23 +118,6 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return string(t.buf) }
-
-// moduleVersion returns the version at which the go.mod file at path
-// requires module.
-func moduleVersion(path, module string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == module && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s does not require %s", path, module)
-}
 
 // lockFile takes an exclusive lock on path, waiting (and saying so) while
 // another build holds it, and returns the function that releases it.

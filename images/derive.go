@@ -72,8 +72,8 @@ func (b *builder) deriveModule(ctx context.Context, req moduleReq) (string, erro
 	}
 	upstreamGoMod, err := downloadModule(ctx, downloadDir, req.path, req.version)
 	if err != nil && req.path == kubernetesModule {
-		if served, lerr := moduleVersions(ctx, downloadDir, req.path); lerr == nil && !slices.Contains(served, req.version) {
-			return "", fmt.Errorf("Kubernetes %s is not served by the Go module proxy (%s): %s", req.version, goEnvValue(ctx, "GOPROXY"), servedReleases(served))
+		if served, lerr := Versions(ctx, downloadDir, req.path, deriveEnv...); lerr == nil && !slices.Contains(served, req.version) {
+			return "", fmt.Errorf("Kubernetes %s is not served by the Go module proxy (%s): %s", req.version, GoEnv(ctx, "GOPROXY"), servedReleases(served))
 		}
 	}
 	if err != nil {
@@ -82,11 +82,11 @@ func (b *builder) deriveModule(ctx context.Context, req moduleReq) (string, erro
 
 	var replaces, tools []string
 	if req.path == kubernetesModule {
-		staging := stagingModules(upstreamGoMod)
+		staging := StagingModules(upstreamGoMod)
 		if len(staging) == 0 {
 			return "", fmt.Errorf("the go.mod of %s@%s replaces no module with ./staging/", req.path, req.version)
 		}
-		replaces = stagingReplaces(staging, stagingVersion(req.version))
+		replaces = stagingReplaces(staging, StagingVersion(req.version))
 		for _, name := range kubernetesCommands {
 			tools = append(tools, kubernetesModule+"/cmd/"+name)
 		}
@@ -137,76 +137,14 @@ func (b *builder) deriveModule(ctx context.Context, req moduleReq) (string, erro
 	return dir, nil
 }
 
-// moduleVersions lists the versions of module path the proxy serves.
-func moduleVersions(ctx context.Context, dir, path string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-versions", "-json", path)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), deriveEnv...)
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, err
-	}
-	var info struct{ Versions []string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return nil, err
-	}
-	return info.Versions, nil
-}
-
-// goEnvValue is one setting of go env, "" when it cannot be read.
-func goEnvValue(ctx context.Context, name string) string {
-	out, err := exec.CommandContext(ctx, "go", "env", name).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // servedReleases says which Kubernetes releases of served there are: the
 // newest patch of each of the newest minors, for -kubernetes-version.
 func servedReleases(served []string) string {
-	newest := map[string]string{} // v1.MINOR: its newest release
-	var minors []string
-	for _, v := range served {
-		m := releaseVersion.FindStringSubmatch(v)
-		if m == nil || m[1] != "1" {
-			continue
-		}
-		minor := "v1." + m[2]
-		if old, ok := newest[minor]; !ok {
-			minors = append(minors, minor)
-			newest[minor] = v
-		} else if semverLess(old, v) {
-			newest[minor] = v
-		}
-	}
-	if len(minors) == 0 {
+	list := NewestReleases(served, 4)
+	if len(list) == 0 {
 		return "it serves no release of k8s.io/kubernetes: check GOPROXY"
 	}
-	slices.SortFunc(minors, func(a, b string) int {
-		if semverLess(a+".0", b+".0") {
-			return 1
-		}
-		return -1
-	})
-	var list []string
-	for _, m := range minors[:min(len(minors), 4)] {
-		list = append(list, newest[m])
-	}
 	return "the newest releases it serves are " + strings.Join(list, ", ") + " (one per minor): pass one of those to -kubernetes-version"
-}
-
-// semverLess compares two vMAJOR.MINOR.PATCH releases.
-func semverLess(a, b string) bool {
-	pa, pb := releaseVersion.FindStringSubmatch(a), releaseVersion.FindStringSubmatch(b)
-	for i := 1; i <= 3; i++ {
-		x, _ := strconv.Atoi(pa[i])
-		y, _ := strconv.Atoi(pb[i])
-		if x != y {
-			return x < y
-		}
-	}
-	return false
 }
 
 // downloadModule downloads path@version into the module cache and returns
@@ -314,31 +252,6 @@ func derivedGoMod(checkedIn []byte, req moduleReq, replaces, tools []string) (st
 	return b.String(), nil
 }
 
-// stagingModules returns, sorted, the modules that a go.mod of
-// k8s.io/kubernetes replaces with its own staging directories
-// ("k8s.io/api => ./staging/src/k8s.io/api"): the modules that Kubernetes
-// publishes from its repository at v0.MINOR.PATCH.
-func stagingModules(goMod []byte) []string {
-	var mods []string
-	sc := bufio.NewScanner(bytes.NewReader(goMod))
-	for sc.Scan() {
-		line := sc.Text()
-		if i := strings.Index(line, "//"); i >= 0 {
-			line = line[:i]
-		}
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "replace "))
-		arrow := slices.Index(fields, "=>")
-		if arrow < 1 || arrow+1 >= len(fields) || !strings.HasPrefix(fields[arrow+1], "./staging/") {
-			continue
-		}
-		if !slices.Contains(mods, fields[0]) {
-			mods = append(mods, fields[0])
-		}
-	}
-	slices.Sort(mods)
-	return mods
-}
-
 // stagingReplaces are the replace lines that pin every staging module to
 // its published version.
 func stagingReplaces(staging []string, version string) []string {
@@ -347,13 +260,6 @@ func stagingReplaces(staging []string, version string) []string {
 		lines = append(lines, m+" => "+m+" "+version)
 	}
 	return lines
-}
-
-// stagingVersion is the version at which the k8s.io staging modules (k8s.io/api,
-// k8s.io/client-go, ...) are published for a Kubernetes release:
-// v1.36.3 → v0.36.3.
-func stagingVersion(kubernetesVersion string) string {
-	return "v0." + strings.SplitN(strings.TrimPrefix(kubernetesVersion, "v"), ".", 2)[1]
 }
 
 // componentModules returns the versions of etcd and CoreDNS to build, read

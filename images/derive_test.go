@@ -10,7 +10,7 @@ import (
 
 func TestStagingVersion(t *testing.T) {
 	for in, want := range map[string]string{"v1.36.3": "v0.36.3", "v1.37.2": "v0.37.2", "v1.100.0": "v0.100.0"} {
-		if got := stagingVersion(in); got != want {
+		if got := StagingVersion(in); got != want {
 			t.Errorf("stagingVersion(%s) = %s, want %s", in, got, want)
 		}
 	}
@@ -53,7 +53,7 @@ replace example.com/local => ../local
 `
 
 func TestStagingModules(t *testing.T) {
-	got := stagingModules([]byte(upstreamGoMod))
+	got := StagingModules([]byte(upstreamGoMod))
 	want := []string{"k8s.io/api", "k8s.io/client-go", "k8s.io/cri-api", "k8s.io/kubelet", "k8s.io/sample-controller"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("stagingModules = %v, want %v", got, want)
@@ -73,7 +73,7 @@ require k8s.io/api v0.37.2 // indirect
 replace k8s.io/api => k8s.io/api v0.37.2
 `)
 	req := moduleReq{dir: "kubernetes", path: kubernetesModule, version: "v1.36.3"}
-	replaces := stagingReplaces(stagingModules([]byte(upstreamGoMod)), stagingVersion(req.version))
+	replaces := stagingReplaces(StagingModules([]byte(upstreamGoMod)), StagingVersion(req.version))
 	got, err := derivedGoMod(checkedIn, req, replaces, []string{"k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kubeadm"})
 	if err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func TestDefaultKubernetesVersionMatchesModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := moduleVersion(filepath.Join(dir, "kubernetes", "go.mod"), "k8s.io/kubernetes")
+	got, err := RequiredVersion(filepath.Join(dir, "kubernetes", "go.mod"), "k8s.io/kubernetes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,11 +154,11 @@ replace github.com/e/f => github.com/e/f v9.9.9
 `})
 	path := filepath.Join(dir, "go.mod")
 	for module, want := range map[string]string{"github.com/a/b": "v1.2.3", "github.com/c/d": "v0.1.0"} {
-		if got, err := moduleVersion(path, module); err != nil || got != want {
-			t.Errorf("moduleVersion(%s) = %q, %v; want %s", module, got, err, want)
+		if got, err := RequiredVersion(path, module); err != nil || got != want {
+			t.Errorf("RequiredVersion(%s) = %q, %v; want %s", module, got, err, want)
 		}
 	}
-	if _, err := moduleVersion(path, "github.com/e/f"); err == nil {
+	if _, err := RequiredVersion(path, "github.com/e/f"); err == nil {
 		t.Error("a replace line counted as a requirement")
 	}
 }
@@ -177,7 +177,7 @@ func TestComponentName(t *testing.T) {
 }
 
 func TestKubernetesLDFlags(t *testing.T) {
-	flags := kubernetesLDFlags("v1.37.2")
+	flags := KubernetesLDFlags("v1.37.2")
 	for _, want := range []string{
 		"k8s.io/component-base/version.gitVersion=v1.37.2",
 		"k8s.io/component-base/version.gitMajor=1",
@@ -234,7 +234,7 @@ func TestLockFileWaitsForHolder(t *testing.T) {
 // TestUnitLocalPathProvisionerVersion keeps the provisioner image's tag
 // equal to the version its nested module builds.
 func TestUnitLocalPathProvisionerVersion(t *testing.T) {
-	got, err := moduleVersion(filepath.Join("local-path-provisioner", "go.mod"), localPathProvisionerModule)
+	got, err := RequiredVersion(filepath.Join("local-path-provisioner", "go.mod"), localPathProvisionerModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestUnitLocalPathProvisionerVersion(t *testing.T) {
 // TestUnitNetworkPoliciesVersion keeps the NetworkPolicy agent image's tag
 // equal to the version its nested module builds.
 func TestUnitNetworkPoliciesVersion(t *testing.T) {
-	got, err := moduleVersion(filepath.Join("network-policies", "go.mod"), networkPoliciesModule)
+	got, err := RequiredVersion(filepath.Join("network-policies", "go.mod"), networkPoliciesModule)
 	if err != nil {
 		t.Fatal(err)
 	}

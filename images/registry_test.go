@@ -77,7 +77,7 @@ func TestRegistryImageVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := moduleVersion(filepath.Join(dir, "registry", "go.mod"), "github.com/distribution/distribution/v3")
+	v, err := RequiredVersion(filepath.Join(dir, "registry", "go.mod"), "github.com/distribution/distribution/v3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/kindtest/kindtest/images"
 	"go/parser"
 	"go/token"
 	"os"
@@ -63,7 +64,7 @@ func (b binaries) path(name string) string { return filepath.Join(b.dir, name) }
 // module derived for it under cacheDir. nice is the niceness of the
 // compile (0: none).
 func buildBinaries(ctx context.Context, log logger, moduleDir, cacheDir, version string, nice int) (binaries, error) {
-	checkedIn, err := requiredVersion(filepath.Join(moduleDir, "go.mod"), kubernetesModule)
+	checkedIn, err := images.RequiredVersion(filepath.Join(moduleDir, "go.mod"), kubernetesModule)
 	if err != nil {
 		return binaries{}, err
 	}
@@ -78,7 +79,7 @@ func buildBinaries(ctx context.Context, log logger, moduleDir, cacheDir, version
 		return binaries{}, err
 	}
 
-	ldflags := versionLDFlags(version)
+	ldflags := images.KubernetesLDFlags(version)
 	recipe := []string{version, ldflags, runtime.Version()}
 	for _, name := range []string{"go.mod", "go.sum", "deps.go"} {
 		data, err := os.ReadFile(filepath.Join(moduleDir, name))
@@ -123,26 +124,6 @@ func (b binaries) complete() bool {
 		}
 	}
 	return true
-}
-
-// versionLDFlags stamps the version the binaries report, as the node
-// image builder stamps kubelet and kubectl: the e2e framework compares
-// kubectl's version with the server's.
-func versionLDFlags(version string) string {
-	major, minor := "", ""
-	if parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3); len(parts) >= 2 {
-		major, minor = parts[0], parts[1]
-	}
-	flags := []string{"-s", "-w"}
-	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
-		flags = append(flags,
-			"-X", pkg+".gitVersion="+version,
-			"-X", pkg+".gitMajor="+major,
-			"-X", pkg+".gitMinor="+minor,
-			"-X", pkg+".gitTreeState=clean")
-	}
-	flags = append(flags, "-X", "k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z")
-	return strings.Join(flags, " ")
 }
 
 // goCommand runs go with args in dir, under nice when asked, keeping the
@@ -216,9 +197,9 @@ func deriveModule(ctx context.Context, log logger, checkedInDir, dir, version st
 	}
 	info, err := downloadModule(ctx, downloadDir, kubernetesModule, version)
 	if err != nil {
-		served, lerr := moduleVersions(ctx, downloadDir, kubernetesModule)
+		served, lerr := images.Versions(ctx, downloadDir, kubernetesModule, "GOWORK=off", "GOFLAGS=-mod=mod")
 		if lerr == nil && !slices.Contains(served, version) {
-			return "", versionError(version, goEnvValue(ctx, "GOPROXY"), served)
+			return "", versionError(version, images.GoEnv(ctx, "GOPROXY"), served)
 		}
 		return "", err
 	}
@@ -234,7 +215,7 @@ func deriveModule(ctx context.Context, log logger, checkedInDir, dir, version st
 	if err != nil {
 		return "", fmt.Errorf("Kubernetes %s test/e2e/e2e_test.go: %w", version, err)
 	}
-	staging := stagingModules(upstream)
+	staging := images.StagingModules(upstream)
 	if len(staging) == 0 {
 		return "", fmt.Errorf("the go.mod of %s@%s replaces no module with ./staging/", kubernetesModule, version)
 	}
@@ -273,27 +254,7 @@ func deriveModule(ctx context.Context, log logger, checkedInDir, dir, version st
 // since the module proxy does not serve that version, and which releases
 // it does serve: the newest patch of each of the four newest minors.
 func versionError(version, proxy string, served []string) error {
-	newest := map[int][3]int{} // minor: newest release
-	for _, v := range served {
-		r, ok := parseRelease(v)
-		if !ok || r[0] != 1 {
-			continue
-		}
-		if old, ok := newest[r[1]]; !ok || old[2] < r[2] {
-			newest[r[1]] = r
-		}
-	}
-	minors := make([]int, 0, len(newest))
-	for m := range newest {
-		minors = append(minors, m)
-	}
-	slices.Sort(minors)
-	slices.Reverse(minors)
-	var list []string
-	for _, m := range minors[:min(4, len(minors))] {
-		r := newest[m]
-		list = append(list, fmt.Sprintf("v%d.%d.%d", r[0], r[1], r[2]))
-	}
+	list := images.NewestReleases(served, 4)
 	where := "the Go module proxy"
 	if proxy != "" {
 		where += " (" + proxy + ")"
@@ -303,23 +264,6 @@ func versionError(version, proxy string, served []string) error {
 		return errors.New(msg + ", nor any release of it")
 	}
 	return fmt.Errorf("%s; its newest releases are %s (a node image built with kindtest build -kubernetes-version for one of them has an e2e binary)", msg, strings.Join(list, ", "))
-}
-
-// parseRelease reads vMAJOR.MINOR.PATCH; pre-releases are not releases.
-func parseRelease(v string) ([3]int, bool) {
-	var r [3]int
-	parts := strings.Split(strings.TrimPrefix(v, "v"), ".")
-	if !strings.HasPrefix(v, "v") || len(parts) != 3 {
-		return r, false
-	}
-	for i, p := range parts {
-		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || (len(p) > 1 && p[0] == '0') {
-			return r, false
-		}
-		r[i] = n
-	}
-	return r, true
 }
 
 // depsFile is deps.go: a file, excluded from builds by the tools tag,
@@ -365,7 +309,7 @@ func derivedGoMod(modulePath, goVersion, version string, staging, toolLines []st
 	var b strings.Builder
 	fmt.Fprintf(&b, "// Derived by cmd/kindtest-conformance from conformance/go.mod to build the\n// e2e tests of Kubernetes %s. Generated: edit the checked-in module instead.\n", version)
 	fmt.Fprintf(&b, "module %s\n\ngo %s\n\nrequire %s %s\n\nreplace (\n", modulePath, goVersion, kubernetesModule, version)
-	sv := stagingVersion(version)
+	sv := images.StagingVersion(version)
 	for _, m := range staging {
 		fmt.Fprintf(&b, "\t%s => %s %s\n", m, m, sv)
 	}
@@ -375,33 +319,6 @@ func derivedGoMod(modulePath, goVersion, version string, staging, toolLines []st
 	}
 	b.WriteString(")\n")
 	return b.String()
-}
-
-// stagingVersion is the version of the k8s.io staging modules published
-// with a Kubernetes release: v1.36.3 → v0.36.3.
-func stagingVersion(version string) string {
-	_, rest, _ := strings.Cut(strings.TrimPrefix(version, "v"), ".")
-	return "v0." + rest
-}
-
-// stagingModules are the modules that a go.mod of k8s.io/kubernetes
-// replaces with its own ./staging/ directories, sorted.
-func stagingModules(goMod []byte) []string {
-	var mods []string
-	sc := bufio.NewScanner(bytes.NewReader(goMod))
-	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "//")
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "replace "))
-		arrow := slices.Index(fields, "=>")
-		if arrow < 1 || arrow+1 >= len(fields) || !strings.HasPrefix(fields[arrow+1], "./staging/") {
-			continue
-		}
-		if !slices.Contains(mods, fields[0]) {
-			mods = append(mods, fields[0])
-		}
-	}
-	slices.Sort(mods)
-	return mods
 }
 
 // goModHeader returns a go.mod's module path and go version.
@@ -443,23 +360,6 @@ func goModTools(goMod []byte) []string {
 	return out
 }
 
-// requiredVersion is the version at which the go.mod at path requires
-// module.
-func requiredVersion(path, module string) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
-		if len(fields) >= 2 && fields[0] == module && strings.HasPrefix(fields[1], "v") {
-			return fields[1], nil
-		}
-	}
-	return "", fmt.Errorf("%s does not require %s", path, module)
-}
-
 type moduleInfo struct {
 	Dir, GoMod, Error string
 }
@@ -483,31 +383,6 @@ func downloadModule(ctx context.Context, dir, path, version string) (moduleInfo,
 		return info, fmt.Errorf("go mod download %s@%s: %w", path, version, jerr)
 	}
 	return info, nil
-}
-
-// moduleVersions lists the versions of module path the proxy serves.
-func moduleVersions(ctx context.Context, dir, path string) ([]string, error) {
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-versions", "-json", path)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, err
-	}
-	var info struct{ Versions []string }
-	if err := json.Unmarshal(out, &info); err != nil {
-		return nil, err
-	}
-	return info.Versions, nil
-}
-
-// goEnvValue is one setting of go env, "" when it cannot be read.
-func goEnvValue(ctx context.Context, name string) string {
-	out, err := exec.CommandContext(ctx, "go", "env", name).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // hashStrings hashes a recipe given as strings.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"github.com/kindtest/kindtest/images"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,14 +29,14 @@ func TestVersionErrorNamesTheVersionAndServedReleases(t *testing.T) {
 
 func TestParseRelease(t *testing.T) {
 	for v, ok := range map[string]bool{"v1.37.2": true, "v1.37.02": false, "1.37.2": false, "v1.37.2-rc.0": false, "v1.37": false} {
-		if _, got := parseRelease(v); got != ok {
+		if _, got := images.ParseRelease(v); got != ok {
 			t.Errorf("parseRelease(%q) ok = %t, want %t", v, got, ok)
 		}
 	}
 }
 
 func TestVersionLDFlags(t *testing.T) {
-	got := versionLDFlags("v1.36.3")
+	got := images.KubernetesLDFlags("v1.36.3")
 	for _, want := range []string{"k8s.io/component-base/version.gitVersion=v1.36.3", "k8s.io/client-go/pkg/version.gitMinor=36", "gitMajor=1"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("ldflags %q lack %q", got, want)
@@ -45,7 +46,7 @@ func TestVersionLDFlags(t *testing.T) {
 
 func TestDerivedGoMod(t *testing.T) {
 	upstream := []byte("module k8s.io/kubernetes\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n\tk8s.io/client-go => ./staging/src/k8s.io/client-go // comment\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n")
-	staging := stagingModules(upstream)
+	staging := images.StagingModules(upstream)
 	if strings.Join(staging, ",") != "k8s.io/api,k8s.io/client-go" {
 		t.Fatalf("staging modules %v", staging)
 	}
@@ -71,7 +72,7 @@ func TestDerivedGoMod(t *testing.T) {
 
 // The checked-in module builds the default node image's version.
 func TestCheckedInModuleVersion(t *testing.T) {
-	v, err := requiredVersion("../../conformance/go.mod", kubernetesModule)
+	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestDepsFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module download\n\ngo 1.26.0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	v, err := requiredVersion("../../conformance/go.mod", kubernetesModule)
+	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
 	if err != nil {
 		t.Fatal(err)
 	}

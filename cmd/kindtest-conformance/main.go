@@ -18,12 +18,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/kindtest/kindtest/images"
 	"io"
 	"log"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"time"
 )
@@ -113,22 +113,9 @@ func main() {
 // findModule returns the nested module conformance/ of the kindtest
 // checkout around the working directory or this source file.
 func findModule() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
+	root, searched, ok := images.FindCheckout(filepath.Join("conformance", "go.mod"))
+	if !ok {
+		return "", fmt.Errorf("kindtest-conformance runs from a kindtest checkout: no conformance/go.mod above %q", searched)
 	}
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, start := range starts {
-		for dir := start; ; dir = filepath.Dir(dir) {
-			if _, err := os.Stat(filepath.Join(dir, "conformance", "go.mod")); err == nil {
-				return filepath.Join(dir, "conformance"), nil
-			}
-			if filepath.Dir(dir) == dir {
-				break
-			}
-		}
-	}
-	return "", fmt.Errorf("kindtest-conformance runs from a kindtest checkout: no conformance/go.mod above %q", starts)
+	return filepath.Join(root, "conformance"), nil
 }

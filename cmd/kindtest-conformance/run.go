@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kindtest/kindtest/images"
 	"io"
 	"os"
 	"os/exec"
@@ -45,7 +46,7 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 		version = nodeVersion
 		log.Printf("node image %s: Kubernetes %s", o.image, version)
 	}
-	if _, ok := parseRelease(version); !ok {
+	if _, ok := images.ParseRelease(version); !ok {
 		return false, fmt.Errorf("Kubernetes version %q is not a release of the form vMAJOR.MINOR.PATCH", version)
 	}
 
