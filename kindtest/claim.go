@@ -7,6 +7,7 @@ package kindtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -21,9 +22,6 @@ const rolePoolReady = "pool-ready"
 // claimPoll is how often a claimer looks again while the pool's clusters
 // of its shape are still being made.
 const claimPoll = 100 * time.Millisecond
-
-func claimName(cluster string) string     { return cluster + "-claim" }
-func poolReadyName(cluster string) string { return cluster + "-pool-ready" }
 
 // createClaim creates the claim record of cluster: a container never
 // started, named after the cluster, with the claimer's labels (see
@@ -135,7 +133,7 @@ func (c *Cluster) claim(ctx context.Context, pool string) (bool, error) {
 			}
 			continue
 		case len(shapes) > 0 && !hasShape(nets, c.shape):
-			c.log.Printf("kindtest: pool %s (KINDTEST_POOL) makes clusters of shape %s, not of this one's (%s): their options differ (workers, control planes, image, settings...); creating cluster %s cold", pool, strings.Join(dedupe(shapes), ", "), c.shape, c.name)
+			c.log.Printf("kindtest: pool %s (KINDTEST_POOL) makes clusters of shape %s, not of this one's (%s): their options differ (workers, control planes, image, settings...); creating cluster %s cold", pool, strings.Join(slices.Compact(slices.Sorted(slices.Values(shapes))), ", "), c.shape, c.name)
 			return false, nil
 		default:
 			c.log.Printf("kindtest: pool %s (KINDTEST_POOL): every cluster of this shape is claimed (%d claims) and none is being made; creating cluster %s cold", pool, len(claims), c.name)
@@ -151,17 +149,6 @@ func hasShape(nets []docker.Network, shape string) bool {
 		}
 	}
 	return false
-}
-
-func dedupe(s []string) []string {
-	sort.Strings(s)
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // claimOne claims the ready cluster whose pool-ready volume carries

@@ -17,7 +17,8 @@ import (
 // The names of what kindtest makes, every one of them: the cluster (its
 // network carries the cluster's name), its node containers and their /var
 // volumes, its sidecar containers (registry, load balancer), the marker
-// volume of a kept cluster, the reuse lock file, the engine's reaper
+// volume of a kept cluster, a pool's offer volume and a claim record, the
+// reuse lock file, the engine's reaper
 // container and the namespaces of Namespace. Everything else finds them by
 // label (see labels.go), never by name.
 
@@ -52,6 +53,13 @@ func varVolumeName(node string) string { return node + "-var" }
 // markerVolumeName names the volume that marks a cluster kept (see
 // markKept); the sweep and the reaper know it by the same rule.
 func markerVolumeName(cluster string) string { return lifetime.MarkerVolume(cluster) }
+
+// claimName names the claim record of a cluster claimed from a pool (see
+// createClaim): a container, so that the engine gives the name once.
+func claimName(cluster string) string { return cluster + "-claim" }
+
+// poolReadyName names the volume by which a pool offers a ready cluster.
+func poolReadyName(cluster string) string { return cluster + "-pool-ready" }
 
 // loadBalancerName names the cluster's load-balancer container.
 func loadBalancerName(cluster string) string { return cluster + "-lb" }

@@ -131,7 +131,8 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			if err := pool.Close(context.Background()); err != nil {
 				return err
 			}
-			os.Unsetenv(envPool)
+			name, _, _ := strings.Cut(pool.Env(), "=")
+			os.Unsetenv(name)
 			fmt.Fprintf(out, "\nclaimed from a pool of %d:", *poolSize)
 		}
 		fmt.Fprintf(out, "\n1 control plane + %d worker(s), %d run(s) x %d at once; load average now %s:\n", w, *runs, *parallel, loadAverage())
@@ -148,9 +149,6 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-// envPool is the variable that makes New claim from a pool.
-const envPool = "KINDTEST_POOL"
-
 // startBenchPool starts a pool of the bench's clusters in this process, and
 // points this process's New at it.
 func startBenchPool(ctx context.Context, size, workers int, noStorage, noPolicy bool) (*kindtest.Pool, error) {
@@ -165,8 +163,8 @@ func startBenchPool(ctx context.Context, size, workers int, noStorage, noPolicy 
 	if err != nil {
 		return nil, err
 	}
-	_, id, _ := strings.Cut(p.Env(), "=")
-	os.Setenv(envPool, id)
+	name, id, _ := strings.Cut(p.Env(), "=")
+	os.Setenv(name, id)
 	return p, nil
 }
 
