@@ -50,30 +50,31 @@ func nodeImage(ctx context.Context, dc *docker.Client, ref string, log Logger) (
 	return img, nil
 }
 
-// enginePlatforms maps the architectures engines report (uname's names,
-// and Go's) to the platform names images carry.
-var enginePlatforms = map[string]string{
-	"x86_64": "amd64", "amd64": "amd64",
-	"aarch64": "arm64", "arm64": "arm64",
-	"armv7l": "arm", "s390x": "s390x", "ppc64le": "ppc64le", "riscv64": "riscv64",
-}
-
 // checkPlatform refuses a node image made for another platform than the
 // engine's, before any container exists: its nodes would run under
 // emulation, where systemd, containerd and the kubelet cannot work, or not
 // at all.
 func checkPlatform(img docker.Image, engine docker.EngineInfo, ref, host string) error {
-	want, ok := enginePlatforms[engine.Architecture]
+	want, ok := engine.Platform()
 	if !ok {
 		return nil // an architecture we cannot name: leave it to the engine
 	}
-	goos, arch, _ := strings.Cut(img.Platform, "/")
-	arch, _, _ = strings.Cut(arch, "/")
-	if goos == "linux" && arch == want {
+	if samePlatform(img.Platform, want) {
 		return nil
 	}
-	return fmt.Errorf("node image %s is for %s, but the engine at %s runs linux/%s (%s) containers: "+
-		"its nodes would run under emulation, if at all. Use a node image made for linux/%s: "+
-		"`kindtest build` makes one for the architecture of the machine it runs on",
+	return fmt.Errorf("node image %s is for %s, but the engine at %s runs %s (%s) containers: "+
+		"its nodes would run under emulation, if at all. Use a node image made for %s: "+
+		"`kindtest build` makes one for the engine's platform unless -platform says otherwise",
 		ref, img.Platform, host, want, engine.Architecture, want)
+}
+
+// samePlatform reports whether two "os/arch[/variant]" platforms are the
+// same; a variant only one of them names (linux/arm64/v8 and linux/arm64)
+// does not tell them apart.
+func samePlatform(a, b string) bool {
+	aParts, bParts := strings.SplitN(a, "/", 3), strings.SplitN(b, "/", 3)
+	if len(aParts) < 2 || len(bParts) < 2 || aParts[0] != bParts[0] || aParts[1] != bParts[1] {
+		return false
+	}
+	return len(aParts) == 2 || len(bParts) == 2 || aParts[2] == bParts[2]
 }

@@ -19,6 +19,9 @@ func TestCheckPlatform(t *testing.T) {
 		{"linux/arm64", "x86_64", true},
 		{"linux/amd64", "aarch64", true},
 		{"windows/amd64", "x86_64", true},
+		{"linux/arm/v7", "armv7l", false},
+		{"linux/arm", "armv7l", false},
+		{"linux/arm/v6", "armv7l", true},
 		{"linux/mips64le", "mips64", false}, // an engine architecture kindtest cannot name
 	} {
 		err := checkPlatform(docker.Image{Platform: tc.image}, docker.EngineInfo{Architecture: tc.engine}, "example.com/node:v1", "unix:///var/run/docker.sock")

@@ -242,6 +242,27 @@ type EngineInfo struct {
 	Controllers []string
 }
 
+// archPlatforms maps the architectures engines report (uname's names, and
+// Go's) to the architecture part of the platform names images carry.
+var archPlatforms = map[string]string{
+	"x86_64": "amd64", "amd64": "amd64",
+	"aarch64": "arm64", "arm64": "arm64",
+	"armv7l": "arm/v7", "arm": "arm/v7",
+	"s390x": "s390x", "ppc64le": "ppc64le", "riscv64": "riscv64",
+}
+
+// Platform returns the platform of the engine's containers as images name
+// theirs ("linux/amd64", "linux/arm64"), and false for an architecture it
+// cannot name. Docker Desktop on a Mac reports its Linux VM's: an Apple
+// Silicon Mac's engine is linux/arm64.
+func (e EngineInfo) Platform() (string, bool) {
+	arch, ok := archPlatforms[e.Architecture]
+	if !ok {
+		return "", false
+	}
+	return "linux/" + arch, true
+}
+
 // Info describes the engine.
 func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 	info, err := c.api.Info(ctx)

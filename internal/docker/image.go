@@ -42,6 +42,10 @@ type BuildSpec struct {
 	Dockerfile string
 	BuildArgs  map[string]string
 	Labels     map[string]string
+	// Platform is the image's "os/arch"; "" means the engine's own. An
+	// image FROM another inherits that image's platform on engines older
+	// than 23.0, whatever this says: give the base the right one first.
+	Platform string
 }
 
 // BuildImage builds an image with the engine's builder, writing the
@@ -56,6 +60,7 @@ func (c *Client) BuildImage(ctx context.Context, contextTar io.Reader, spec Buil
 		Dockerfile:  spec.Dockerfile,
 		BuildArgs:   args,
 		Labels:      spec.Labels,
+		Platform:    spec.Platform,
 		Remove:      true,
 		ForceRemove: true,
 	})
@@ -75,7 +80,16 @@ func (c *Client) BuildImage(ctx context.Context, contextTar io.Reader, spec Buil
 // ImportImage makes a one-layer image from a root file system tar stream,
 // applying Dockerfile instructions in changes (ENV, ENTRYPOINT, ...).
 func (c *Client) ImportImage(ctx context.Context, rootfs io.Reader, ref string, changes []string) error {
-	rc, err := c.api.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
+	return c.ImportImageFor(ctx, rootfs, ref, "", changes)
+}
+
+// ImportImageFor is ImportImage for a root file system of the platform
+// ("linux/arm64"; "" is the engine's own). Engines before 23.0 label an
+// import with their own architecture whatever the request says; such an
+// image is relabelled (see SetImagePlatform), so that the images built
+// FROM it, and the containers run from those, carry the right one.
+func (c *Client) ImportImageFor(ctx context.Context, rootfs io.Reader, ref, platform string, changes []string) error {
+	rc, err := c.api.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes, Platform: platform})
 	if err != nil {
 		return fmt.Errorf("import image %s: %w", ref, err)
 	}
@@ -83,7 +97,10 @@ func (c *Client) ImportImage(ctx context.Context, rootfs io.Reader, ref string, 
 	if err := jsonmessage.DisplayJSONMessagesStream(rc, io.Discard, 0, false, nil); err != nil {
 		return fmt.Errorf("import image %s: %w", ref, err)
 	}
-	return nil
+	if platform == "" {
+		return nil
+	}
+	return c.SetImagePlatform(ctx, ref, platform)
 }
 
 // SaveImages streams images as a `docker save` tar archive.
