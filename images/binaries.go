@@ -25,7 +25,8 @@ var containerdCommands = []string{"containerd", "containerd-shim-runc-v2", "ctr"
 var goEnv = []string{"CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=-buildvcs=false"}
 
 // buildBinaries builds every program of the node and its component images
-// into b.binDir. The Go build cache makes this fast after the first time.
+// for the target into b.binDir. The Go build cache makes this fast after
+// the first time; another architecture is cross-compiled (GOARCH).
 //
 // Kubernetes comes first: its kubeadm names the etcd and CoreDNS versions
 // to build. A version that the checked-in nested module does not build is
@@ -52,11 +53,21 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	for _, name := range kubernetesCommands {
 		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
 	}
-	if err := goBuild(ctx, b.cfg.logger, strings.Join(kubernetesCommands, ", "), cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), k8s...); err != nil {
+	if err := goBuild(ctx, b.cfg.logger, strings.Join(kubernetesCommands, ", "), cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), b.platform.goEnv(), k8s...); err != nil {
 		return err
 	}
 
-	refs, err := b.kubeadmImages(ctx)
+	// The build asks kubeadm which images it expects: the target's
+	// kubeadm where it runs here, else one built for this machine.
+	kubeadm := filepath.Join(b.binDir, "kubeadm")
+	if !b.platform.runsHere() {
+		kubeadm = filepath.Join(b.binDir, "host", "kubeadm")
+		args := []string{"-trimpath", "-ldflags", KubernetesLDFlags(b.res.KubernetesVersion), "-o", kubeadm, kubernetesModule + "/cmd/kubeadm"}
+		if err := goBuild(ctx, b.cfg.logger, "kubeadm for this machine", cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), nil, args...); err != nil {
+			return err
+		}
+	}
+	refs, err := b.kubeadmImages(ctx, kubeadm)
 	if err != nil {
 		return err
 	}
@@ -113,7 +124,7 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 			"-o", filepath.Join(b.binDir, "kube-network-policies"), networkPoliciesModule + "/cmd"}},
 	}
 	for _, bu := range builds {
-		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), bu.args...); err != nil {
+		if err := goBuild(ctx, b.cfg.logger, bu.what, cmp.Or(derived[bu.module], moduleDir(bu.module)), b.platform.goEnv(), bu.args...); err != nil {
 			return err
 		}
 	}

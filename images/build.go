@@ -38,6 +38,14 @@ type Result struct {
 	ContentHash string
 	// KubernetesVersion is the version of the Kubernetes binaries inside.
 	KubernetesVersion string
+	// Platform is the platform of the image ("linux/arm64"): the engine's
+	// unless WithPlatform says otherwise. An image for another platform
+	// than the engine's carries the architecture after the version
+	// ("kindtest/node:v1.37.2-arm64").
+	Platform string
+	// suffix is what the images of a platform not the engine's carry
+	// after their tag: "-arm64".
+	suffix string
 	// Built is false when the image existed already and nothing was built.
 	Built bool
 	// Duration is how long Build took.
@@ -57,6 +65,8 @@ type buildConfig struct {
 	// embedded is set when sourceDir holds the inputs written out from
 	// this package rather than a checkout.
 	embedded bool
+	// platform is the platform to build for; "" means the engine's.
+	platform string
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.
@@ -176,22 +186,28 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	if cfg.kubernetesVersion != "" {
 		version = cfg.kubernetesVersion
 	}
-	hash, err := contentHash(cfg.sourceDir, version)
-	if err != nil {
-		return Result{}, err
-	}
-	res := Result{
-		Image:             "kindtest/node:" + version,
-		ContentImage:      "kindtest/node:" + version + "-" + hash[:hashLength],
-		ContentHash:       hash,
-		KubernetesVersion: version,
-	}
-
 	cli, err := docker.New(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}
 	defer cli.Close()
+	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	if err != nil {
+		return Result{}, fmt.Errorf("build node image: %w", err)
+	}
+	hash, err := contentHash(cfg.sourceDir, version, p.String())
+	if err != nil {
+		return Result{}, err
+	}
+	plain := "kindtest/node:" + version + p.suffix()
+	res := Result{
+		Image:             plain,
+		ContentImage:      plain + "-" + hash[:hashLength],
+		ContentHash:       hash,
+		KubernetesVersion: version,
+		Platform:          p.String(),
+		suffix:            p.suffix(),
+	}
 
 	if ok, err := res.upToDate(ctx, cli); err != nil || ok {
 		res.Duration = time.Since(start)
@@ -215,7 +231,7 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 		return res, err
 	}
 
-	b := &builder{cfg: cfg, cli: cli, res: res, binDir: filepath.Join(cfg.cacheDir, "bin", version),
+	b := &builder{cfg: cfg, cli: cli, res: res, platform: p, binDir: p.binDir(cfg.cacheDir, version),
 		deriveKubernetes: version != checkedIn}
 	if err := b.run(ctx); err != nil {
 		return Result{}, fmt.Errorf("build node image %s: %w", res.ContentImage, err)
@@ -225,6 +241,12 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	cfg.logger.Printf("node image %s built in %s", res.ContentImage, res.Duration.Round(time.Second))
 	return res, nil
 }
+
+// Local returns the reference under which the build keeps the image that
+// the cluster knows as ref: ref itself for the engine's platform, ref with
+// the platform's suffix after the tag for another
+// ("registry.k8s.io/pause:3.10-arm64").
+func (r Result) Local(ref string) string { return ref + r.suffix }
 
 // upToDate reports whether the content-tagged image exists, and makes sure
 // the plain tag points at it.

@@ -35,15 +35,16 @@ func command(ctx context.Context, dir string, env []string, name string, args ..
 // progressInterval is how often a long go build says how far it is.
 var progressInterval = 10 * time.Second
 
-// goBuild runs `go build -v` (args after "build") and, while it runs,
+// goBuild runs `go build -v` (args after "build"), with env added to
+// goEnv (GOARCH for another target), and, while it runs,
 // logs every progressInterval how long it has taken, how many packages it
 // has compiled (-v names each one it compiles; cached ones are not
 // compiled again) and the last one; then what it built and in how long.
-func goBuild(ctx context.Context, logger Logger, what, dir string, args ...string) error {
+func goBuild(ctx context.Context, logger Logger, what, dir string, env []string, args ...string) error {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-v"}, args...)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), goEnv...)
+	cmd.Env = append(append(os.Environ(), goEnv...), env...)
 	var out tailBuffer
 	cmd.Stdout = &out
 	lines := &lineCounter{w: &out}

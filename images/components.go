@@ -74,11 +74,12 @@ const networkPoliciesVersion = imageref.NetworkPoliciesVersion
 // is the module's cmd directory.
 const networkPoliciesModule = "sigs.k8s.io/kube-network-policies"
 
-// kubeadmImages asks the freshly built kubeadm which images it will run,
+// kubeadmImages asks the freshly built kubeadm (at the path kubeadm, one
+// that runs on this machine) which images it will run,
 // and adds the sandbox image that the node's containerd runs pods with if
 // kubeadm names another pause version.
-func (b *builder) kubeadmImages(ctx context.Context) ([]string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(b.binDir, "kubeadm"), "config", "images", "list",
+func (b *builder) kubeadmImages(ctx context.Context, kubeadm string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, kubeadm, "config", "images", "list",
 		"--kubernetes-version", b.res.KubernetesVersion)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -149,7 +150,7 @@ func (b *builder) componentImages(ctx context.Context) error {
 		baseRef := ""
 		if c.base != nil {
 			var err error
-			if baseRef, _, err = c.base.ref(b.cfg.sourceDir); err != nil {
+			if baseRef, _, err = c.base.ref(b.cfg.sourceDir, b.platform); err != nil {
 				return err
 			}
 		}
@@ -157,10 +158,10 @@ func (b *builder) componentImages(ctx context.Context) error {
 			{name: "Dockerfile", data: []byte(componentDockerfile(c, baseRef)), mode: 0o644},
 			{name: c.binary, path: filepath.Join(b.binDir, c.binary), mode: 0o755},
 		}
-		if err := b.buildImage(ctx, files, ref, nil); err != nil {
+		if err := b.buildImage(ctx, files, b.res.Local(ref), nil); err != nil {
 			return err
 		}
-		b.cfg.logger.Printf("  %s built", ref)
+		b.cfg.logger.Printf("  %s built", b.res.Local(ref))
 	}
 	return nil
 }
@@ -171,7 +172,7 @@ func (b *builder) buildImage(ctx context.Context, files []tarFile, ref string, a
 	tarStream := contextTar(files)
 	defer tarStream.Close()
 	var out tailBuffer
-	if err := b.cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile", BuildArgs: args}, &out); err != nil {
+	if err := b.cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile", BuildArgs: args, Platform: b.platform.String()}, &out); err != nil {
 		return fmt.Errorf("%w\n%s", err, out.String())
 	}
 	return nil

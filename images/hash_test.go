@@ -27,7 +27,7 @@ func writeTree(t *testing.T, files map[string]string) string {
 
 func mustHash(t *testing.T, dir, version string) string {
 	t.Helper()
-	h, err := contentHash(dir, version)
+	h, err := contentHash(dir, version, "linux/amd64")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +72,9 @@ func TestContentHash(t *testing.T) {
 
 	if got := mustHash(t, dir, "v1.36.0"); got == base {
 		t.Error("another Kubernetes version gave the same hash")
+	}
+	if arm, err := contentHash(dir, "v1.37.2", "linux/arm64"); err != nil || arm == base {
+		t.Errorf("another platform gave the same hash (%v)", err)
 	}
 
 	changes := []struct {

@@ -13,7 +13,7 @@ func (b *builder) buildRef() string {
 // nodeImage builds the node image (without preloaded images) from
 // node/Dockerfile on the node base.
 func (b *builder) nodeImage(ctx context.Context) error {
-	baseRef, _, err := nodeBase.ref(b.cfg.sourceDir)
+	baseRef, _, err := nodeBase.ref(b.cfg.sourceDir, b.platform)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	short := b.res.ContentHash[:hashLength]
 	name := "kindtest-build-" + short
 	loaderName, commitName := name+"-load", name+"-commit"
-	labels := map[string]string{lifetime.LabelBuild: short}
+	labels := b.buildLabels()
 
 	// The loader and its volume carry LabelBuild, so that this also sweeps
 	// what a killed build left. The commit container does not: its labels
@@ -75,13 +75,13 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	}
 
 	start := time.Now()
-	saved, err := b.cli.SaveImages(ctx, b.components)
+	saved, err := b.savedComponents(ctx)
 	if err != nil {
 		return err
 	}
 	defer saved.Close()
 	if _, err := b.exec(ctx, loader, saved, "ctr", "--namespace", "k8s.io", "images", "import",
-		"--local", "--discard-unpacked-layers", "-"); err != nil {
+		"--local", "--discard-unpacked-layers", "--platform", b.platform.String(), "-"); err != nil {
 		return err
 	}
 	// The discarded layers go at containerd's next garbage collection, which
@@ -134,6 +134,29 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	}
 	b.cfg.logger.Printf("  committed %s in %s", b.res.ContentImage, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// savedComponents streams the component images as a `docker save`
+// archive, under the names kubeadm gives them: those of another platform
+// than the engine's are kept under a suffixed tag (see Result.Local).
+func (b *builder) savedComponents(ctx context.Context) (io.ReadCloser, error) {
+	local := make([]string, len(b.components))
+	renames := map[string]string{}
+	for i, ref := range b.components {
+		local[i] = b.res.Local(ref)
+		renames[local[i]] = ref
+	}
+	saved, err := b.cli.SaveImages(ctx, local)
+	if err != nil || !b.platform.foreign {
+		return saved, err
+	}
+	r, w := io.Pipe()
+	go func() {
+		err := docker.RetagArchive(saved, w, renames)
+		saved.Close()
+		w.CloseWithError(err)
+	}()
+	return r, nil
 }
 
 // exec runs a command in a container and returns its stdout; a non-zero

@@ -44,7 +44,7 @@ func TestGoBuildReportsProgress(t *testing.T) {
 		}
 	}
 	var log recordLogger
-	if err := goBuild(t.Context(), &log, "progress", dir, "-o", filepath.Join(dir, "bin"), "."); err != nil {
+	if err := goBuild(t.Context(), &log, "progress", dir, nil, "-o", filepath.Join(dir, "bin"), "."); err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(log.lines, "\n")
@@ -60,7 +60,7 @@ func TestGoBuildReportsProgress(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() { undefinedThing() }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := goBuild(t.Context(), &log, "progress", dir, "-o", filepath.Join(dir, "bin"), ".")
+	err := goBuild(t.Context(), &log, "progress", dir, nil, "-o", filepath.Join(dir, "bin"), ".")
 	if err == nil || !strings.Contains(err.Error(), "undefinedThing") {
 		t.Fatalf("failing build: %v", err)
 	}

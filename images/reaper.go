@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -50,7 +51,17 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(cfg.cacheDir, what)
+	cli, err := docker.New(ctx)
+	if err != nil {
+		return fmt.Errorf("build %s image: %w", what, err)
+	}
+	defer cli.Close()
+	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	if err != nil {
+		return fmt.Errorf("build %s image: %w", what, err)
+	}
+	ref += p.suffix()
+	dir := p.cacheSubdir(filepath.Join(cfg.cacheDir, what))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
@@ -61,19 +72,14 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 			return fmt.Errorf("build %s image: %w", what, err)
 		}
 	}
-	if err := command(ctx, root, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/kindtest"); err != nil {
+	if err := command(ctx, root, append(slices.Clone(goEnv), p.goEnv()...), "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/kindtest"); err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	sum, err := fileSHA256(bin)
 	if err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
-	cli, err := docker.New(ctx)
-	if err != nil {
-		return fmt.Errorf("build %s image: %w", what, err)
-	}
-	defer cli.Close()
-	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum {
+	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum && img.Platform == p.String() {
 		cfg.logger.Printf("%s image %s is up to date (%s)", what, ref, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
@@ -88,8 +94,9 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 	})
 	defer tarStream.Close()
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-		Tags:   []string{ref},
-		Labels: map[string]string{lifetime.LabelImageBinaryHash: sum},
+		Tags:     []string{ref},
+		Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
+		Platform: p.String(),
 	}, nil); err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -56,18 +57,23 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 			return fmt.Errorf("build registry image: %w", err)
 		}
 	}
-	bin := filepath.Join(cfg.cacheDir, "registry", "registry")
-	sum, err := buildRegistryBinary(ctx, src, bin)
-	if err != nil {
-		return fmt.Errorf("build registry image: %w", err)
-	}
 	cli, err := docker.New(ctx)
 	if err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}
 	defer cli.Close()
-	if img, err := cli.InspectImage(ctx, RegistryImage); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum {
-		cfg.logger.Printf("registry image %s is up to date (%s)", RegistryImage, time.Since(start).Round(time.Millisecond))
+	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	if err != nil {
+		return fmt.Errorf("build registry image: %w", err)
+	}
+	ref := RegistryImage + p.suffix()
+	bin := filepath.Join(p.cacheSubdir(filepath.Join(cfg.cacheDir, "registry")), "registry")
+	sum, err := buildRegistryBinary(ctx, src, bin, p.goEnv())
+	if err != nil {
+		return fmt.Errorf("build registry image: %w", err)
+	}
+	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum && img.Platform == p.String() {
+		cfg.logger.Printf("registry image %s is up to date (%s)", ref, time.Since(start).Round(time.Millisecond))
 		return nil
 	}
 	dockerfile := fmt.Sprintf("FROM scratch\nCOPY registry /registry\nEXPOSE %d\nENTRYPOINT [\"/registry\"]\n", RegistryPort)
@@ -77,22 +83,23 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 	})
 	defer tarStream.Close()
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-		Tags:   []string{RegistryImage},
-		Labels: map[string]string{lifetime.LabelImageBinaryHash: sum},
+		Tags:     []string{ref},
+		Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
+		Platform: p.String(),
 	}, nil); err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}
-	cfg.logger.Printf("registry image %s built in %s", RegistryImage, time.Since(start).Round(time.Millisecond))
+	cfg.logger.Printf("registry image %s built in %s", ref, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// buildRegistryBinary builds the registry module in src into bin and
-// returns the binary's SHA-256.
-func buildRegistryBinary(ctx context.Context, src, bin string) (string, error) {
+// buildRegistryBinary builds the registry module in src into bin, with
+// env added to goEnv, and returns the binary's SHA-256.
+func buildRegistryBinary(ctx context.Context, src, bin string, env []string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		return "", err
 	}
-	if err := command(ctx, src, goEnv, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."); err != nil {
+	if err := command(ctx, src, append(slices.Clone(goEnv), env...), "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "."); err != nil {
 		return "", err
 	}
 	return fileSHA256(bin)

@@ -113,7 +113,7 @@ func TestRegistryBinaryFromModuleCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
-	fromCheckout, err := buildRegistryBinary(t.Context(), filepath.Join(dir, "registry"), filepath.Join(tmp, "a"))
+	fromCheckout, err := buildRegistryBinary(t.Context(), filepath.Join(dir, "registry"), filepath.Join(tmp, "a"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestRegistryBinaryFromModuleCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromCache, err := buildRegistryBinary(t.Context(), src, filepath.Join(tmp, "b"))
+	fromCache, err := buildRegistryBinary(t.Context(), src, filepath.Join(tmp, "b"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -42,14 +43,15 @@ var (
 	kubeProxyBase = rootfs{repo: "kindtest/kube-proxy-base", packages: "kube-proxy/packages.txt"}
 )
 
-// ref returns the image reference of the root file system, tagged with a
-// hash of its recipe, so that it is built once per package list.
-func (r rootfs) ref(sourceDir string) (string, []string, error) {
+// ref returns the image reference of the root file system for the
+// target p, tagged with a hash of its recipe (the architecture is part of
+// it), so that it is built once per package list and architecture.
+func (r rootfs) ref(sourceDir string, p platform) (string, []string, error) {
 	pkgs, err := readPackages(filepath.Join(sourceDir, r.packages))
 	if err != nil {
 		return "", nil, err
 	}
-	parts := append([]string{debianSuite, strings.Join(pkgs, ",")}, mmdebstrapArgs...)
+	parts := append([]string{debianSuite, strings.Join(pkgs, ","), "--architectures=" + p.arch}, mmdebstrapArgs...)
 	return r.repo + ":" + debianSuite + "-" + hashStrings(parts...)[:hashLength], pkgs, nil
 }
 
@@ -83,11 +85,16 @@ func (b *builder) baseImages(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	// The preload step runs the target's containerd on the engine.
+	ref, _, err := nodeBase.ref(b.cfg.sourceDir, b.platform)
+	if err != nil {
+		return err
+	}
+	return b.checkEngineRuns(ctx, ref)
 }
 
 func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
-	ref, pkgs, err := r.ref(b.cfg.sourceDir)
+	ref, pkgs, err := r.ref(b.cfg.sourceDir, b.platform)
 	if err != nil {
 		return err
 	}
@@ -110,10 +117,14 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "rootfs.tar")
-	args := append([]string{"--include=" + strings.Join(pkgs, ",")}, mmdebstrapArgs...)
+	args := append([]string{"--include=" + strings.Join(pkgs, ","), "--architectures=" + b.platform.arch}, mmdebstrapArgs...)
 	args = append(args, modeArgs...)
 	args = append(args, debianSuite, out)
-	b.cfg.logger.Printf("  building %s with mmdebstrap (about a minute; it downloads Debian packages)", ref)
+	if b.platform.arch == runtime.GOARCH {
+		b.cfg.logger.Printf("  building %s with mmdebstrap (about a minute; it downloads Debian packages)", ref)
+	} else {
+		b.cfg.logger.Printf("  building %s for %s with mmdebstrap (minutes: the packages' scripts run under emulation)", ref, b.platform)
+	}
 	if err := command(ctx, tmp, nil, "mmdebstrap", args...); err != nil {
 		if len(modeArgs) > 0 {
 			return fmt.Errorf("%w\n%s", err, unshareNeeds)
@@ -125,7 +136,7 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 		return err
 	}
 	defer f.Close()
-	if err := b.cli.ImportImage(ctx, f, ref, nil); err != nil {
+	if err := b.cli.ImportImageFor(ctx, f, ref, b.platform.String(), nil); err != nil {
 		return err
 	}
 	b.cfg.logger.Printf("  %s built", ref)

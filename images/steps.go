@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // builder holds the state of one cold build.
@@ -14,7 +15,9 @@ type builder struct {
 	cfg    *buildConfig
 	cli    *docker.Client
 	res    Result
-	binDir string
+	// platform is the target of the build.
+	platform platform
+	binDir   string
 	// deriveKubernetes is set when the version to build is not the one
 	// the checked-in images/kubernetes module requires.
 	deriveKubernetes bool
@@ -32,6 +35,9 @@ func (b *builder) run(ctx context.Context) error {
 		{"component images", b.componentImages},
 		{"node image", b.nodeImage},
 		{"preload component images into containerd", b.preload},
+	}
+	if err := b.checkHostEmulation(ctx); err != nil {
+		return err
 	}
 	for i, s := range steps {
 		start := time.Now()
@@ -59,9 +65,8 @@ func (b *builder) pruneOlderImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	prefix := "kindtest/node:" + b.res.KubernetesVersion + "-"
 	for _, ref := range refs {
-		if !strings.HasPrefix(ref, prefix) || ref == b.res.ContentImage {
+		if !sameSeries(ref, b.res.Image) || ref == b.res.ContentImage {
 			continue
 		}
 		switch err := b.cli.RemoveImage(ctx, ref); {
@@ -74,4 +79,41 @@ func (b *builder) pruneOlderImages(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// sameSeries reports whether ref is a content-tagged node image of the
+// plain reference plain: plain, a dash and a hash. Those of other
+// platforms ("kindtest/node:v1.37.2-arm64-<hash>" beside
+// "kindtest/node:v1.37.2") are another series.
+func sameSeries(ref, plain string) bool {
+	hash, ok := strings.CutPrefix(ref, plain+"-")
+	if !ok || len(hash) != hashLength {
+		return false
+	}
+	return strings.Trim(hash, "0123456789abcdef") == ""
+}
+
+// checkHostEmulation makes sure, before anything is built, that this
+// machine can make the root file systems still missing for a target of
+// another architecture (see checkEmulation).
+func (b *builder) checkHostEmulation(ctx context.Context) error {
+	for _, r := range []rootfs{nodeBase, kubeProxyBase} {
+		ref, _, err := r.ref(b.cfg.sourceDir, b.platform)
+		if err != nil {
+			return err
+		}
+		if _, err := b.cli.InspectImage(ctx, ref); docker.IsNotFound(err) {
+			return checkEmulation(b.platform)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildLabels are the labels of what a build leaves running while it
+// runs, so that the sweep of the next build removes what a killed one
+// left.
+func (b *builder) buildLabels() map[string]string {
+	return map[string]string{lifetime.LabelBuild: b.res.ContentHash[:hashLength]}
 }

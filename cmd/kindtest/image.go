@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -187,17 +188,38 @@ func checkArchive(file string) ([]string, error) {
 	return tags, nil
 }
 
-// pushImages pushes the node image as ref, and the reaper and registry
-// images beside it (images.ReaperRef, images.RegistryRef), to a registry.
-func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
+// pushImages pushes the node image of res as ref, and the reaper,
+// registry and load-balancer images of its platform beside it
+// (images.ReaperRef, ...), to a registry.
+func pushImages(ctx context.Context, res images.Result, ref string, out io.Writer) error {
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return err
 	}
 	defer dc.Close()
-	host := docker.RegistryHost(ref)
-	for _, p := range [][2]string{{node, ref}, {images.ReaperImage, images.ReaperRef(ref)}, {images.RegistryImage, images.RegistryRef(ref)}, {images.LoadBalancerImage, images.LoadBalancerRef(ref)}} {
+	if err := pushPairs(ctx, dc, pushList(res, ref, ""), out); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s (the reaper and registry images are pulled from beside it)\n", ref)
+	return nil
+}
+
+// pushList pairs the local images of res's platform with the references
+// they are pushed as: ref and beside it, each with suffix after its tag.
+func pushList(res images.Result, ref, suffix string) [][2]string {
+	return [][2]string{
+		{res.ContentImage, ref + suffix},
+		{res.Local(images.ReaperImage), images.ReaperRef(ref) + suffix},
+		{res.Local(images.RegistryImage), images.RegistryRef(ref) + suffix},
+		{res.Local(images.LoadBalancerImage), images.LoadBalancerRef(ref) + suffix},
+	}
+}
+
+// pushPairs tags and pushes each local image as its remote reference.
+func pushPairs(ctx context.Context, dc *docker.Client, pairs [][2]string, out io.Writer) error {
+	for _, p := range pairs {
 		local, remote := p[0], p[1]
+		host := docker.RegistryHost(remote)
 		start := time.Now()
 		if err := dc.TagImage(ctx, local, remote); err != nil {
 			return fmt.Errorf("push: %w", err)
@@ -211,6 +233,44 @@ func pushImages(ctx context.Context, node, ref string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "pushed %s in %s\n", remote, time.Since(start).Round(100*time.Millisecond))
 	}
-	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s (the reaper and registry images are pulled from beside it)\n", ref)
+	return nil
+}
+
+// pushMultiPlatform pushes the images of every platform built under
+// per-platform tags (ref-amd64, ref-arm64, and so beside it), then an OCI
+// image index under each plain reference that names them all: a pull of
+// ref picks the engine's platform.
+func pushMultiPlatform(ctx context.Context, results []images.Result, ref string, out io.Writer) error {
+	dc, err := docker.New(ctx)
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	indexes := map[string]map[string]string{} // plain remote -> platform -> per-platform remote
+	var order []string
+	for _, res := range results {
+		arch := res.Platform[strings.LastIndexByte(res.Platform, '/')+1:]
+		pairs := pushList(res, ref, "-"+arch)
+		if err := pushPairs(ctx, dc, pairs, out); err != nil {
+			return err
+		}
+		for i, plain := range pushList(res, ref, "") {
+			remote := plain[1]
+			if indexes[remote] == nil {
+				indexes[remote] = map[string]string{}
+				order = append(order, remote)
+			}
+			indexes[remote][res.Platform] = pairs[i][1]
+		}
+	}
+	for _, remote := range order {
+		start := time.Now()
+		if err := dc.PushIndex(ctx, remote, indexes[remote]); err != nil {
+			host := docker.RegistryHost(remote)
+			return fmt.Errorf("push the image index %s: %w. Check that the registry %s answers and that you may push there (`docker login %s`)", remote, err, host, host)
+		}
+		fmt.Fprintf(out, "pushed the image index %s for %s in %s\n", remote, strings.Join(slices.Sorted(maps.Keys(indexes[remote])), ", "), time.Since(start).Round(100*time.Millisecond))
+	}
+	fmt.Fprintf(out, "use it with KINDTEST_IMAGE=%s on an engine of any of these platforms (the reaper and registry images are pulled from beside it)\n", ref)
 	return nil
 }

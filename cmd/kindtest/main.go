@@ -14,6 +14,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -160,31 +161,63 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
 	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper and registry images beside it")
+	platformList := fs.String("platform", "", "build for these platforms, comma-separated ("+strings.Join(images.Platforms, ",")+"); default: the engine's")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
 	if *push != "" && docker.RegistryHost(*push) == "" {
 		return usageError{fmt.Sprintf("build: --push %q: want a registry reference, HOST[:PORT]/PATH/node:TAG, such as registry.example.com/kindtest/node:%s", *push, *version)}
 	}
-	logger := log.New(out, "", log.Ltime)
-	res, err := images.Build(ctx, images.WithLogger(logger), images.WithKubernetesVersion(*version))
+	platforms, err := parsePlatforms(*platformList)
 	if err != nil {
 		return err
 	}
-	if err := images.BuildReaper(ctx, images.WithLogger(logger)); err != nil {
-		return err
+	logger := log.New(out, "", log.Ltime)
+	var results []images.Result
+	for _, platform := range platforms {
+		opts := []images.BuildOption{images.WithLogger(logger)}
+		if platform != "" {
+			opts = append(opts, images.WithPlatform(platform))
+		}
+		res, err := images.Build(ctx, append(opts, images.WithKubernetesVersion(*version))...)
+		if err != nil {
+			return err
+		}
+		for _, build := range []func(context.Context, ...images.BuildOption) error{images.BuildReaper, images.BuildRegistry, images.BuildLoadBalancer} {
+			if err := build(ctx, opts...); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(out, "node image for %s: %s (%s)\n", res.Platform, res.Image, res.ContentImage)
+		results = append(results, res)
 	}
-	if err := images.BuildRegistry(ctx, images.WithLogger(logger)); err != nil {
-		return err
+	switch {
+	case *push == "":
+		return nil
+	case len(results) == 1:
+		return pushImages(ctx, results[0], *push, out)
+	default:
+		return pushMultiPlatform(ctx, results, *push, out)
 	}
-	if err := images.BuildLoadBalancer(ctx, images.WithLogger(logger)); err != nil {
-		return err
+}
+
+// parsePlatforms splits -platform's list; no list is one build for the
+// engine's platform ("").
+func parsePlatforms(list string) ([]string, error) {
+	if list == "" {
+		return []string{""}, nil
 	}
-	fmt.Fprintf(out, "node image: %s (%s)\n", res.Image, res.ContentImage)
-	if *push != "" {
-		return pushImages(ctx, res.ContentImage, *push, out)
+	var platforms []string
+	for _, p := range strings.Split(list, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(images.Platforms, strings.TrimSuffix(p, "/v8")) {
+			return nil, usageError{fmt.Sprintf("build: -platform %q: kindtest builds for %s (comma-separated for several)", p, strings.Join(images.Platforms, ", "))}
+		}
+		if !slices.Contains(platforms, p) {
+			platforms = append(platforms, p)
+		}
 	}
-	return nil
+	return platforms, nil
 }
 
 func list(ctx context.Context, args []string, out io.Writer) error {

@@ -315,7 +315,7 @@ func TestRegistryErrors(t *testing.T) {
 		t.Cleanup(func() { dc.RemoveImage(context.Background(), ref) })
 		t.Setenv("DOCKER_CONFIG", t.TempDir())
 		var out bytes.Buffer
-		err := pushImages(ctx, local, ref, &out)
+		err := pushImages(ctx, images.Result{ContentImage: local}, ref, &out)
 		if err == nil || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "docker login "+locked) {
 			t.Fatalf("push without credentials: %v", err)
 		}

@@ -381,3 +381,38 @@ func (c *Client) InspectContainerJSON(ctx context.Context, id string) ([]byte, e
 	}
 	return raw, nil
 }
+
+// RunOnce creates a container from spec, starts it, waits for it to exit
+// and removes it, returning its exit code and the last lines of its
+// output. A container that cannot start is an error.
+func (c *Client) RunOnce(ctx context.Context, spec ContainerSpec) (int, string, error) {
+	id, err := c.CreateContainer(ctx, spec)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = c.RemoveContainer(rctx, id)
+	}()
+	// Waiting from before the start does not miss a quick exit.
+	waitC, errC := c.api.ContainerWait(ctx, id, container.WaitConditionNextExit)
+	if err := c.StartContainer(ctx, id); err != nil {
+		return 0, "", err
+	}
+	var code int
+	select {
+	case res := <-waitC:
+		code = int(res.StatusCode)
+		if res.Error != nil && res.Error.Message != "" {
+			return code, "", fmt.Errorf("wait for container %s: %s", spec.Name, res.Error.Message)
+		}
+	case err := <-errC:
+		return 0, "", fmt.Errorf("wait for container %s: %w", spec.Name, err)
+	}
+	logs, err := c.ContainerLogs(ctx, id, 20)
+	if err != nil {
+		return code, "", err
+	}
+	return code, logs, nil
+}

@@ -161,6 +161,16 @@ func (c *Client) LoadImages(ctx context.Context, archive io.Reader) ([]string, e
 // credentials `docker login` wrote into auths. A registry none of them
 // knows gets none. A helper that fails otherwise is an error naming it.
 func registryAuth(ref string) (string, error) {
+	cfg, err := registryCredentials(ref)
+	if err != nil {
+		return "", err
+	}
+	return registry.EncodeAuthConfig(cfg)
+}
+
+// registryCredentials finds the credentials for ref's registry, as
+// registryAuth says.
+func registryCredentials(ref string) (registry.AuthConfig, error) {
 	host := RegistryHost(ref)
 	cfg := registry.AuthConfig{ServerAddress: host}
 	dir := os.Getenv("DOCKER_CONFIG")
@@ -172,7 +182,7 @@ func registryAuth(ref string) (string, error) {
 	path := filepath.Join(dir, "config.json")
 	data, err := os.ReadFile(path)
 	if err != nil || host == "" {
-		return registry.EncodeAuthConfig(cfg)
+		return cfg, nil
 	}
 	var file struct {
 		Auths map[string]struct {
@@ -183,7 +193,7 @@ func registryAuth(ref string) (string, error) {
 		CredHelpers map[string]string `json:"credHelpers"`
 	}
 	if err := json.Unmarshal(data, &file); err != nil {
-		return "", fmt.Errorf("credentials for %s: the docker CLI's config %s is not valid JSON (%v): fix it, or point DOCKER_CONFIG at another directory", host, path, err)
+		return cfg, fmt.Errorf("credentials for %s: the docker CLI's config %s is not valid JSON (%v): fix it, or point DOCKER_CONFIG at another directory", host, path, err)
 	}
 	keys := []string{host, "https://" + host, "http://" + host}
 	helper := file.CredsStore
@@ -196,14 +206,14 @@ func registryAuth(ref string) (string, error) {
 	if helper != "" {
 		user, secret, err := credentialHelper(helper, host)
 		if err != nil {
-			return "", fmt.Errorf("credentials for %s (credential helper %q in %s): %w", host, helper, path, err)
+			return cfg, fmt.Errorf("credentials for %s (credential helper %q in %s): %w", host, helper, path, err)
 		}
 		if user == "<token>" {
 			cfg.IdentityToken = secret
 		} else {
 			cfg.Username, cfg.Password = user, secret
 		}
-		return registry.EncodeAuthConfig(cfg)
+		return cfg, nil
 	}
 	for _, key := range keys {
 		entry, ok := file.Auths[key]
@@ -213,14 +223,14 @@ func registryAuth(ref string) (string, error) {
 		if entry.Auth != "" {
 			raw, err := base64.StdEncoding.DecodeString(entry.Auth)
 			if err != nil {
-				return "", fmt.Errorf("credentials for %s in %s: %w", host, path, err)
+				return cfg, fmt.Errorf("credentials for %s in %s: %w", host, path, err)
 			}
 			cfg.Username, cfg.Password, _ = strings.Cut(string(raw), ":")
 		}
 		cfg.IdentityToken = entry.IdentityToken
 		break
 	}
-	return registry.EncodeAuthConfig(cfg)
+	return cfg, nil
 }
 
 // credentialHelperTimeout bounds one run of a credential helper; one that

@@ -1,0 +1,184 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// Platforms are the platforms kindtest builds images for.
+var Platforms = []string{"linux/amd64", "linux/arm64"}
+
+// WithPlatform builds the images for platform ("linux/amd64" or
+// "linux/arm64"). Default: the engine's platform, the one its containers
+// run natively.
+//
+// Images for another platform than the engine's are tagged with the
+// architecture after the tag (kindtest/node:v1.37.2-arm64, and so the
+// component, reaper, registry and load-balancer images), so that they
+// live beside the engine's own; `kindtest image save -platform` and
+// `kindtest build -platform ... --push` write them out under the plain
+// names. Building them runs the target's programs under emulation
+// (qemu-user-static and binfmt_misc) on the machine of the engine.
+func WithPlatform(platform string) BuildOption {
+	return func(c *buildConfig) error {
+		if _, err := parsePlatform(platform); err != nil {
+			return fmt.Errorf("WithPlatform: %w", err)
+		}
+		c.platform = platform
+		return nil
+	}
+}
+
+// platform is the target of one build.
+type platform struct {
+	// arch is the Go architecture of the target, which is also Debian's
+	// and the image platform's: amd64 or arm64.
+	arch string
+	// foreign is set when the engine's platform is another one.
+	foreign bool
+}
+
+// parsePlatform checks one of Platforms ("linux/arm64", and its variant
+// form "linux/arm64/v8") and returns it with foreign unset.
+func parsePlatform(s string) (platform, error) {
+	norm := strings.TrimSuffix(s, "/v8")
+	if !slices.Contains(Platforms, norm) {
+		return platform{}, fmt.Errorf("platform %q: kindtest builds node images for %s", s, strings.Join(Platforms, " and "))
+	}
+	return platform{arch: strings.TrimPrefix(norm, "linux/")}, nil
+}
+
+// resolvePlatform returns the platform to build: requested or, when that
+// is "", the engine's; foreign when the engine's is another one.
+func resolvePlatform(ctx context.Context, cli *docker.Client, requested string) (platform, error) {
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return platform{}, err
+	}
+	engine, known := info.Platform()
+	if requested == "" {
+		if !known {
+			return platform{}, fmt.Errorf("the engine runs %s containers, which kindtest cannot name; say which platform to build for with -platform (%s)", info.Architecture, strings.Join(Platforms, ", "))
+		}
+		requested = engine
+	}
+	p, err := parsePlatform(requested)
+	if err != nil {
+		if requested == engine {
+			return platform{}, fmt.Errorf("the engine runs %s containers: %w", engine, err)
+		}
+		return platform{}, err
+	}
+	p.foreign = p.String() != engine
+	return p, nil
+}
+
+func (p platform) String() string { return "linux/" + p.arch }
+
+// suffix is what the images of a foreign platform carry after their tag.
+func (p platform) suffix() string {
+	if p.foreign {
+		return "-" + p.arch
+	}
+	return ""
+}
+
+// goEnv is what go build needs beside goEnv to build the target's programs.
+func (p platform) goEnv() []string { return []string{"GOOS=linux", "GOARCH=" + p.arch} }
+
+// runsHere reports whether programs built for the target run on the
+// machine this process runs on, such as kubeadm, which the build asks for
+// the images it expects.
+func (p platform) runsHere() bool { return runtime.GOOS == "linux" && runtime.GOARCH == p.arch }
+
+// binDir is where the target's programs are kept under cacheDir: the
+// machine's own under bin/<version>, others under
+// bin/<version>/linux-<arch>.
+func (p platform) binDir(cacheDir, version string) string {
+	return p.cacheSubdir(filepath.Join(cacheDir, "bin", version))
+}
+
+// cacheSubdir is the directory under dir for the target's programs: dir
+// itself for this machine's, dir/linux-<arch> for others.
+func (p platform) cacheSubdir(dir string) string {
+	if p.runsHere() {
+		return dir
+	}
+	return filepath.Join(dir, "linux-"+p.arch)
+}
+
+// qemuNames are the names binfmt_misc registers qemu-user-static's
+// interpreters under, by Go architecture.
+var qemuNames = map[string]string{"amd64": "qemu-x86_64", "arm64": "qemu-aarch64"}
+
+// binfmtDir is where the kernel lists binfmt_misc's interpreters; tests
+// replace it.
+var binfmtDir = "/proc/sys/fs/binfmt_misc"
+
+// checkEmulation makes sure that this machine can run the target's
+// programs, as mmdebstrap does when it makes a root file system for
+// another architecture (the packages' maintainer scripts run in it): an
+// enabled binfmt_misc entry for qemu-user-static's interpreter of the
+// target. Nothing is needed for the machine's own architecture.
+func checkEmulation(p platform) error {
+	if runtime.GOARCH == p.arch {
+		return nil
+	}
+	name := qemuNames[p.arch]
+	data, err := os.ReadFile(filepath.Join(binfmtDir, name))
+	if err == nil && strings.HasPrefix(string(data), "enabled") {
+		return nil
+	}
+	why := fmt.Sprintf("%s has no %s entry", binfmtDir, name)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if _, statErr := os.Stat(filepath.Join(binfmtDir, "status")); statErr != nil {
+			why = binfmtDir + " is not mounted"
+		}
+	case err != nil:
+		why = err.Error()
+	default:
+		why = fmt.Sprintf("%s is disabled", filepath.Join(binfmtDir, name))
+	}
+	return fmt.Errorf("building %s images on this %s/%s machine runs %s programs under emulation, which is not set up (%s). "+
+		"Install qemu-user-static (Debian and Ubuntu: apt-get install qemu-user-static binfmt-support; "+
+		"it registers its interpreters with binfmt_misc, mount -t binfmt_misc binfmt_misc %s first where it is not mounted), "+
+		"or build on a %s machine",
+		p, runtime.GOOS, runtime.GOARCH, p.arch, why, binfmtDir, p)
+}
+
+// checkEngineRuns runs /bin/true from image, a root file system of the
+// target, on the engine: the preload step runs the target's containerd
+// there. An engine on a machine of another architecture needs emulation
+// (binfmt_misc with qemu-user-static's interpreters registered with the F
+// flag, as Docker Desktop has them).
+func (b *builder) checkEngineRuns(ctx context.Context, image string) error {
+	if !b.platform.foreign {
+		return nil
+	}
+	name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-probe"
+	code, logs, err := b.cli.RunOnce(ctx, docker.ContainerSpec{
+		Name:       name,
+		Image:      image,
+		Labels:     b.buildLabels(),
+		Entrypoint: []string{"/bin/true"},
+	})
+	if err == nil && code == 0 {
+		return nil
+	}
+	if err == nil {
+		err = fmt.Errorf("exit code %d: %s", code, logs)
+	}
+	return fmt.Errorf("the engine cannot run %s programs (/bin/true from %s: %v). "+
+		"On a Linux engine host, install qemu-user-static and make sure its interpreters are registered with binfmt_misc with the F flag "+
+		"(cat %s/%s says flags: ...F); or build on an engine that runs %s natively",
+		b.platform, image, err, binfmtDir, qemuNames[b.platform.arch], b.platform)
+}
