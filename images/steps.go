@@ -12,9 +12,9 @@ import (
 
 // builder holds the state of one cold build.
 type builder struct {
-	cfg    *buildConfig
-	cli    *docker.Client
-	res    Result
+	cfg *buildConfig
+	cli *docker.Client
+	res Result
 	// platform is the target of the build.
 	platform platform
 	binDir   string
