@@ -34,11 +34,15 @@ func imageCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // imageSave writes the node image (under all its kindtest/node tags, so
-// that `kindtest build` finds it up to date after a load) and the reaper
-// image, or the images named, to one `docker save` archive.
+// that `kindtest build` finds it up to date after a load) and the reaper,
+// registry and load-balancer images, or the images named, to one `docker
+// save` archive. With -platform naming another platform than the engine's,
+// it writes the images `kindtest build -platform` made for it under the
+// names an engine of that platform expects: without the platform's suffix.
 func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("image save", flag.ContinueOnError)
 	file := fs.String("o", "", "the archive file to write")
+	platform := fs.String("platform", "", "save the images built for this platform ("+strings.Join(images.Platforms, ", ")+"); default: the engine's")
 	refs, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,29 +50,56 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	if *file == "" {
 		return usageError{"image save: name the file with -o FILE"}
 	}
+	if *platform != "" && !slices.Contains(images.Platforms, *platform) {
+		return usageError{fmt.Sprintf("image save: -platform %q: kindtest builds images for %s", *platform, strings.Join(images.Platforms, ", "))}
+	}
 	start := time.Now()
 	dc, err := docker.New(ctx)
 	if err != nil {
 		return err
 	}
 	defer dc.Close()
-	if len(refs) == 0 {
-		node, err := dc.InspectImage(ctx, images.DefaultNodeImage)
+	suffix := ""
+	if *platform != "" {
+		info, err := dc.Info(ctx)
 		if err != nil {
-			return fmt.Errorf("image save: %w (build it first with `kindtest build`)", err)
+			return fmt.Errorf("image save: %w", err)
+		}
+		if engine, _ := info.Platform(); engine != *platform {
+			suffix = "-" + path.Base(*platform)
+		}
+	}
+	if len(refs) == 0 {
+		nodeRef := images.DefaultNodeImage + suffix
+		node, err := dc.InspectImage(ctx, nodeRef)
+		if err != nil {
+			build := "kindtest build"
+			if suffix != "" {
+				build += " -platform " + *platform
+			}
+			return fmt.Errorf("image save: %w (build it first with `%s`)", err, build)
 		}
 		for _, tag := range node.Tags {
-			if strings.HasPrefix(tag, "kindtest/node:") {
+			if strings.HasPrefix(tag, "kindtest/node:") && (suffix == "" || withoutSuffix(tag, suffix) != tag) {
 				refs = append(refs, tag)
 			}
 		}
 		for _, ref := range []string{images.ReaperImage, images.RegistryImage, images.LoadBalancerImage} {
-			if _, err := dc.InspectImage(ctx, ref); err == nil {
-				refs = append(refs, ref)
+			if _, err := dc.InspectImage(ctx, ref+suffix); err == nil {
+				refs = append(refs, ref+suffix)
 			}
 		}
 	}
 	slices.Sort(refs)
+	renames := map[string]string{}
+	for _, ref := range refs {
+		if suffix == "" {
+			continue
+		}
+		if plain := withoutSuffix(ref, suffix); plain != ref {
+			renames[ref] = plain
+		}
+	}
 	tmp := *file + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -80,7 +111,13 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 		f.Close()
 		return fmt.Errorf("image save: %w", err)
 	}
-	n, err := io.Copy(f, rc)
+	counted := &countingWriter{w: f}
+	if len(renames) > 0 {
+		err = docker.RetagArchive(rc, counted, renames)
+	} else {
+		_, err = io.Copy(counted, rc)
+	}
+	n := counted.n
 	rc.Close()
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -91,8 +128,44 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("image save %v to %s: %w", refs, *file, err)
 	}
-	fmt.Fprintf(out, "saved %s to %s (%d MB) in %s\n", strings.Join(refs, ", "), *file, n>>20, time.Since(start).Round(100*time.Millisecond))
+	saved := slices.Clone(refs)
+	for i, ref := range saved {
+		if plain, ok := renames[ref]; ok {
+			saved[i] = ref + " as " + plain
+		}
+	}
+	fmt.Fprintf(out, "saved %s to %s (%d MB) in %s\n", strings.Join(saved, ", "), *file, n>>20, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// withoutSuffix returns ref without the platform suffix after its version
+// ("kindtest/node:v1.37.2-arm64-<hash>" is "kindtest/node:v1.37.2-<hash>"
+// for "-arm64"), or ref when its tag carries none.
+func withoutSuffix(ref, suffix string) string {
+	i := strings.LastIndexByte(ref, ':')
+	if i <= strings.LastIndexByte(ref, '/') {
+		return ref
+	}
+	name, tag := ref[:i], ref[i+1:]
+	if t, ok := strings.CutSuffix(tag, suffix); ok {
+		return name + ":" + t
+	}
+	if j := strings.LastIndex(tag, suffix+"-"); j > 0 {
+		return name + ":" + tag[:j] + tag[j+len(suffix):]
+	}
+	return ref
+}
+
+// countingWriter counts what passes through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // imageLoad loads an archive made by `kindtest image save` (or `docker

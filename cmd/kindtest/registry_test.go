@@ -7,11 +7,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -176,6 +178,85 @@ func TestRegistryPushPull(t *testing.T) {
 		}
 	})
 
+	// What `kindtest build -platform linux/amd64,linux/arm64 --push` writes:
+	// an image per platform under its own tag, then an OCI index under
+	// the plain one, from which a pull picks the engine's platform.
+	t.Run("image index", func(t *testing.T) {
+		info, err := dc.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		native, _ := info.Platform()
+		repo, tag := "kindtest-test/multi", randomName(t)
+		ref := addr + "/" + repo + ":" + tag
+		perPlatform, ids := map[string]string{}, map[string]string{}
+		for _, platform := range images.Platforms {
+			remote := ref + "-" + path.Base(platform)
+			data := make([]byte, 1<<20)
+			rand.Read(data)
+			var rootfs bytes.Buffer
+			tw := tar.NewWriter(&rootfs)
+			tw.WriteHeader(&tar.Header{Name: "data", Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+			tw.Write(data)
+			tw.Close()
+			if err := dc.ImportImageFor(ctx, &rootfs, remote, platform, nil); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { dc.RemoveImage(context.Background(), remote) })
+			if err := dc.PushImage(ctx, remote, nil); err != nil {
+				t.Fatal(err)
+			}
+			img, err := dc.InspectImage(ctx, remote)
+			if err != nil {
+				t.Fatal(err)
+			}
+			perPlatform[platform], ids[platform] = remote, img.ID
+		}
+		if err := dc.PushIndex(ctx, ref, perPlatform); err != nil {
+			t.Fatal(err)
+		}
+
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v2/"+repo+"/manifests/"+tag, nil)
+		req.Header.Set("Accept", "application/vnd.oci.image.index.v1+json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var index struct {
+			MediaType string
+			Manifests []struct {
+				Digest   string
+				Platform struct{ OS, Architecture string }
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&index)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET the index: %s, %v", resp.Status, err)
+		}
+		var platforms []string
+		for _, m := range index.Manifests {
+			platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+		}
+		if index.MediaType != "application/vnd.oci.image.index.v1+json" || strings.Join(platforms, " ") != strings.Join(images.Platforms, " ") {
+			t.Errorf("index %s names %v, want an OCI index of %v", index.MediaType, platforms, images.Platforms)
+		}
+
+		t.Cleanup(func() { dc.RemoveImage(context.Background(), ref) })
+		if err := dc.PullImage(ctx, ref, nil); err != nil {
+			t.Fatal(err)
+		}
+		img, err := dc.InspectImage(ctx, ref)
+		if err != nil || img.Platform != native || img.ID != ids[native] {
+			t.Errorf("pulled %s: %s %s (%v), want the %s image %s", ref, img.Platform, img.ID, err, native, ids[native])
+		}
+
+		err = dc.PushIndex(ctx, ref, map[string]string{native: addr + "/kindtest-test/other:" + tag})
+		if err == nil || !strings.Contains(err.Error(), "not in the repository") {
+			t.Errorf("an index naming another repository's image: %v", err)
+		}
+	})
+
 	t.Run("node image", func(t *testing.T) {
 		ref := addr + "/kindtest/node:test-" + randomName(t)
 		reaperRef := images.ReaperRef(ref)
@@ -320,6 +401,15 @@ func TestRegistryErrors(t *testing.T) {
 			t.Fatalf("push without credentials: %v", err)
 		}
 		t.Logf("push without credentials: %v", err)
+		info, err := dc.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		native, _ := info.Platform()
+		err = dc.PushIndex(ctx, ref+"-index", map[string]string{native: ref})
+		if err == nil || !strings.Contains(err.Error(), "wants credentials") {
+			t.Errorf("index push without credentials: %v", err)
+		}
 
 		// With credentials, as `docker login` stores them, it goes through.
 		config := fmt.Sprintf(`{"auths":{%q:{"auth":%q}}}`, locked, base64.StdEncoding.EncodeToString([]byte(user+":"+password)))
@@ -328,6 +418,9 @@ func TestRegistryErrors(t *testing.T) {
 		}
 		if err := dc.PushImage(ctx, ref, nil); err != nil {
 			t.Fatalf("push with credentials: %v", err)
+		}
+		if err := dc.PushIndex(ctx, ref+"-index", map[string]string{native: ref}); err != nil {
+			t.Errorf("index push with credentials: %v", err)
 		}
 
 		// With a credential store instead (credsStore), as Docker Desktop

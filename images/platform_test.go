@@ -1,0 +1,118 @@
+package images
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+func TestParsePlatform(t *testing.T) {
+	for in, arch := range map[string]string{"linux/amd64": "amd64", "linux/arm64": "arm64", "linux/arm64/v8": "arm64"} {
+		p, err := parsePlatform(in)
+		if err != nil || p.arch != arch || p.foreign {
+			t.Errorf("parsePlatform(%q) = %+v, %v; want arch %s", in, p, err, arch)
+		}
+	}
+	for _, in := range []string{"", "arm64", "linux/arm/v7", "windows/amd64", "linux/riscv64"} {
+		_, err := parsePlatform(in)
+		if err == nil || !strings.Contains(err.Error(), "linux/amd64 and linux/arm64") {
+			t.Errorf("parsePlatform(%q): %v, want an error naming the platforms kindtest builds", in, err)
+		}
+	}
+	if err := WithPlatform("linux/s390x")(&buildConfig{}); err == nil || !strings.Contains(err.Error(), "WithPlatform") {
+		t.Errorf("WithPlatform(linux/s390x): %v", err)
+	}
+}
+
+func TestPlatformNames(t *testing.T) {
+	native := platform{arch: "amd64"}
+	foreign := platform{arch: "arm64", foreign: true}
+	if native.suffix() != "" || foreign.suffix() != "-arm64" {
+		t.Errorf("suffixes %q and %q", native.suffix(), foreign.suffix())
+	}
+	res := Result{suffix: foreign.suffix()}
+	if got := res.Local("registry.k8s.io/pause:3.10"); got != "registry.k8s.io/pause:3.10-arm64" {
+		t.Errorf("Local = %s", got)
+	}
+	if got := (Result{}).Local("registry.k8s.io/pause:3.10"); got != "registry.k8s.io/pause:3.10" {
+		t.Errorf("Local for the engine's platform = %s", got)
+	}
+	here := platform{arch: runtime.GOARCH}
+	other := platform{arch: "arm64"}
+	if runtime.GOARCH == "arm64" {
+		other.arch = "amd64"
+	}
+	if runtime.GOOS == "linux" && here.binDir("/c", "v1") != filepath.Join("/c", "bin", "v1") {
+		t.Errorf("binDir of this machine's platform: %s", here.binDir("/c", "v1"))
+	}
+	if got := other.binDir("/c", "v1"); got != filepath.Join("/c", "bin", "v1", "linux-"+other.arch) {
+		t.Errorf("binDir of another platform: %s", got)
+	}
+}
+
+func TestSameSeries(t *testing.T) {
+	plain := "kindtest/node:v1.37.2"
+	for ref, want := range map[string]bool{
+		plain + "-0123456789ab":               true,
+		plain + "-arm64-0123456789ab":         false, // another platform's
+		plain + "-arm64":                      false,
+		plain + "-0123456789abc":              false,
+		plain + "-0123456789aX":               false,
+		"kindtest/node:v1.37.20-0123456789ab": false,
+	} {
+		if got := sameSeries(ref, plain); got != want {
+			t.Errorf("sameSeries(%s, %s) = %v, want %v", ref, plain, got, want)
+		}
+	}
+	if !sameSeries(plain+"-arm64-0123456789ab", plain+"-arm64") {
+		t.Error("an arm64 image is not of the arm64 series")
+	}
+}
+
+// TestCheckEmulation checks what a build for another architecture than
+// this machine's says when binfmt_misc lacks qemu-user-static's entry.
+func TestCheckEmulation(t *testing.T) {
+	if err := checkEmulation(platform{arch: runtime.GOARCH}); err != nil {
+		t.Errorf("this machine's own architecture: %v", err)
+	}
+	other := platform{arch: "arm64", foreign: true}
+	if runtime.GOARCH == "arm64" {
+		other.arch = "amd64"
+	}
+	dir := t.TempDir()
+	old := binfmtDir
+	binfmtDir = dir
+	t.Cleanup(func() { binfmtDir = old })
+
+	check := func(name string, wants ...string) {
+		t.Helper()
+		err := checkEmulation(other)
+		if len(wants) == 0 {
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+			return
+		}
+		for _, want := range append(wants, "apt-get install qemu-user-static", other.String()) {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %v, want it to say %q", name, err, want)
+			}
+		}
+	}
+	check("not mounted", "is not mounted")
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("enabled\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("no entry", "has no "+qemuNames[other.arch]+" entry")
+	entry := filepath.Join(dir, qemuNames[other.arch])
+	if err := os.WriteFile(entry, []byte("disabled\ninterpreter /usr/libexec/qemu-binfmt/x\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("disabled entry", "is disabled")
+	if err := os.WriteFile(entry, []byte("enabled\ninterpreter /usr/libexec/qemu-binfmt/x\nflags: POF\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check("enabled entry")
+}
