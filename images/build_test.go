@@ -44,6 +44,13 @@ func TestNodeImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if engine, _ := info.Platform(); res.Platform != engine || img.Platform != engine {
+		t.Errorf("built for %s, image for %s: want the engine's platform, %s", res.Platform, img.Platform, engine)
+	}
 	if img.Labels[lifetime.LabelImageContentHash] != res.ContentHash || img.Labels[lifetime.LabelImageKubernetesVersion] != res.KubernetesVersion {
 		t.Errorf("image labels %v: want %s=%s and %s=%s", img.Labels,
 			lifetime.LabelImageContentHash, res.ContentHash, lifetime.LabelImageKubernetesVersion, res.KubernetesVersion)
