@@ -67,6 +67,9 @@ type buildConfig struct {
 	embedded bool
 	// platform is the platform to build for; "" means the engine's.
 	platform string
+	// inEngine makes the root file systems in a builder container on the
+	// engine (see WithInEngine).
+	inEngine bool
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.

@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/user"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -104,43 +107,61 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 	} else if !docker.IsNotFound(err) {
 		return err
 	}
-	if _, err := exec.LookPath("mmdebstrap"); err != nil {
-		return fmt.Errorf("building the Debian base %s needs mmdebstrap: install it (apt-get install mmdebstrap), or get a built node image instead (kindtest image load FILE, or KINDTEST_IMAGE=registry/...): %w", ref, err)
+	args := append([]string{"--include=" + strings.Join(pkgs, ","), "--architectures=" + b.platform.arch}, mmdebstrapArgs...)
+	var rootfs io.ReadCloser
+	if b.cfg.rootfsInEngine() {
+		where := "in a builder container on the engine"
+		if b.platform.foreign {
+			where += ", for " + b.platform.String() + " under the engine's emulation (minutes)"
+		}
+		b.cfg.logger.Printf("  building %s with mmdebstrap %s", ref, where)
+		name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-" + path.Base(r.repo)
+		rootfs, err = rootfsInContainer(ctx, b.cli, b.cfg.logger, name, b.buildLabels(), append(args, debianSuite, "/out/rootfs.tar"))
+	} else {
+		rootfs, err = b.rootfsOnHost(ctx, ref, args)
 	}
-	modeArgs, err := mmdebstrapMode(os.Geteuid(), realHost{})
-	if err != nil {
-		return fmt.Errorf("building the Debian base %s: %w", ref, err)
-	}
-	tmp, err := os.MkdirTemp(b.cfg.cacheDir, "rootfs-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer rootfs.Close()
+	if err := b.cli.ImportImageFor(ctx, rootfs, ref, b.platform.String(), nil); err != nil {
+		return err
+	}
+	b.cfg.logger.Printf("  %s built", ref)
+	return nil
+}
+
+// rootfsOnHost runs mmdebstrap with args on this machine and returns the
+// root file system's tar file, removed when it is closed.
+func (b *builder) rootfsOnHost(ctx context.Context, ref string, args []string) (io.ReadCloser, error) {
+	modeArgs, err := mmdebstrapMode(os.Geteuid(), realHost{})
+	if err != nil {
+		return nil, fmt.Errorf("building the Debian base %s: %w", ref, err)
+	}
+	tmp, err := os.MkdirTemp(b.cfg.cacheDir, "rootfs-")
+	if err != nil {
+		return nil, err
+	}
 	out := filepath.Join(tmp, "rootfs.tar")
-	args := append([]string{"--include=" + strings.Join(pkgs, ","), "--architectures=" + b.platform.arch}, mmdebstrapArgs...)
-	args = append(args, modeArgs...)
-	args = append(args, debianSuite, out)
+	args = append(append(slices.Clone(args), modeArgs...), debianSuite, out)
 	if b.platform.arch == runtime.GOARCH {
 		b.cfg.logger.Printf("  building %s with mmdebstrap (about a minute; it downloads Debian packages)", ref)
 	} else {
 		b.cfg.logger.Printf("  building %s for %s with mmdebstrap (minutes: the packages' scripts run under emulation)", ref, b.platform)
 	}
 	if err := command(ctx, tmp, nil, "mmdebstrap", args...); err != nil {
+		os.RemoveAll(tmp)
 		if len(modeArgs) > 0 {
-			return fmt.Errorf("%w\n%s", err, unshareNeeds)
+			return nil, fmt.Errorf("%w\n%s", err, unshareNeeds)
 		}
-		return err
+		return nil, err
 	}
 	f, err := os.Open(out)
 	if err != nil {
-		return err
+		os.RemoveAll(tmp)
+		return nil, err
 	}
-	defer f.Close()
-	if err := b.cli.ImportImageFor(ctx, f, ref, b.platform.String(), nil); err != nil {
-		return err
-	}
-	b.cfg.logger.Printf("  %s built", ref)
-	return nil
+	return &closeFunc{Reader: f, close: func() error { err := f.Close(); os.RemoveAll(tmp); return err }}, nil
 }
 
 // unshareNeeds says what mmdebstrap's unshare mode needs, for a build run

@@ -97,6 +97,9 @@ func sameSeries(ref, plain string) bool {
 // machine can make the root file systems still missing for a target of
 // another architecture (see checkEmulation).
 func (b *builder) checkHostEmulation(ctx context.Context) error {
+	if b.cfg.rootfsInEngine() {
+		return nil // the engine's machine runs them: see checkEngineRuns
+	}
 	for _, r := range []rootfs{nodeBase, kubeProxyBase} {
 		ref, _, err := r.ref(b.cfg.sourceDir, b.platform)
 		if err != nil {

@@ -162,6 +162,7 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 	version := fs.String("kubernetes-version", images.DefaultKubernetesVersion, "Kubernetes version of the node image, vMAJOR.MINOR.PATCH")
 	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper and registry images beside it")
 	platformList := fs.String("platform", "", "build for these platforms, comma-separated ("+strings.Join(images.Platforms, ",")+"); default: the engine's")
+	inEngine := fs.Bool("in-engine", false, "make the Debian root file systems in a builder container on the engine (FROM "+images.DebianImage+"), as on a host without Linux or mmdebstrap")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -176,6 +177,9 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 	var results []images.Result
 	for _, platform := range platforms {
 		opts := []images.BuildOption{images.WithLogger(logger)}
+		if *inEngine {
+			opts = append(opts, images.WithInEngine())
+		}
 		if platform != "" {
 			opts = append(opts, images.WithPlatform(platform))
 		}

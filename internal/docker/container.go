@@ -395,24 +395,32 @@ func (c *Client) RunOnce(ctx context.Context, spec ContainerSpec) (int, string, 
 		defer cancel()
 		_ = c.RemoveContainer(rctx, id)
 	}()
-	// Waiting from before the start does not miss a quick exit.
-	waitC, errC := c.api.ContainerWait(ctx, id, container.WaitConditionNextExit)
-	if err := c.StartContainer(ctx, id); err != nil {
-		return 0, "", err
-	}
-	var code int
-	select {
-	case res := <-waitC:
-		code = int(res.StatusCode)
-		if res.Error != nil && res.Error.Message != "" {
-			return code, "", fmt.Errorf("wait for container %s: %s", spec.Name, res.Error.Message)
-		}
-	case err := <-errC:
-		return 0, "", fmt.Errorf("wait for container %s: %w", spec.Name, err)
+	code, err := c.StartAndWait(ctx, id)
+	if err != nil {
+		return code, "", err
 	}
 	logs, err := c.ContainerLogs(ctx, id, 20)
 	if err != nil {
 		return code, "", err
 	}
 	return code, logs, nil
+}
+
+// StartAndWait starts a created container and waits for it to exit,
+// returning its exit code.
+func (c *Client) StartAndWait(ctx context.Context, id string) (int, error) {
+	// Waiting from before the start does not miss a quick exit.
+	waitC, errC := c.api.ContainerWait(ctx, id, container.WaitConditionNextExit)
+	if err := c.StartContainer(ctx, id); err != nil {
+		return 0, err
+	}
+	select {
+	case res := <-waitC:
+		if res.Error != nil && res.Error.Message != "" {
+			return int(res.StatusCode), fmt.Errorf("wait for container %s: %s", id, res.Error.Message)
+		}
+		return int(res.StatusCode), nil
+	case err := <-errC:
+		return 0, fmt.Errorf("wait for container %s: %w", id, err)
+	}
 }

@@ -1,0 +1,149 @@
+package images
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/kindtest/kindtest/internal/docker"
+)
+
+// WithInEngine makes the root file systems in a builder container on the
+// engine instead of on this machine: mmdebstrap runs there. Go programs
+// are still compiled here, with this machine's Go build cache. Default:
+// in the engine only where this machine cannot make them, on a host that
+// is not Linux or that lacks mmdebstrap.
+//
+// The builder is FROM DebianImage, which the engine pulls if it does not
+// have it, with mmdebstrap installed from Debian's mirror. The images are
+// the same, under the same tags and content hash, as those of a build on
+// the host.
+func WithInEngine() BuildOption {
+	return func(c *buildConfig) error {
+		c.inEngine = true
+		return nil
+	}
+}
+
+// DebianImage is the image the builder container starts from.
+const DebianImage = "debian:" + debianSuite
+
+// builderDockerfile makes the builder image: mmdebstrap and what it needs
+// to make root file systems of another architecture under an engine
+// host's binfmt_misc emulation (arch-test to tell).
+const builderDockerfile = `FROM ` + DebianImage + `
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap arch-test ca-certificates >/dev/null \
+ && rm -rf /var/lib/apt/lists/*
+`
+
+// builderRef is the builder image's reference, tagged by its recipe.
+func builderRef() string {
+	return "kindtest/builder:" + debianSuite + "-" + hashStrings(builderDockerfile)[:hashLength]
+}
+
+// rootfsInEngine reports whether the root file systems are made on the engine:
+// asked for, or this machine cannot.
+func (c *buildConfig) rootfsInEngine() bool {
+	if c.inEngine || runtime.GOOS != "linux" {
+		return true
+	}
+	_, err := exec.LookPath("mmdebstrap")
+	return err != nil
+}
+
+// ensureBuilder builds the builder image unless it exists.
+func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger) (string, error) {
+	ref := builderRef()
+	if _, err := cli.InspectImage(ctx, ref); err == nil {
+		return ref, nil
+	} else if !docker.IsNotFound(err) {
+		return "", err
+	}
+	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, DebianImage)
+	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile), mode: 0o644}})
+	defer tarStream.Close()
+	var out tailBuffer
+	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile"}, &out); err != nil {
+		return "", fmt.Errorf("build the builder image FROM %s (the engine pulls it, and the builder reaches Debian's mirror): %w\n%s", DebianImage, err, out.String())
+	}
+	return ref, nil
+}
+
+// rootfsInContainer runs mmdebstrap with args (the last one the output
+// file, below /out) in a builder container on the engine and returns the
+// root file system's tar stream, which the caller closes; the container
+// is removed then.
+func rootfsInContainer(ctx context.Context, cli *docker.Client, logger Logger, name string, labels map[string]string, args []string) (io.ReadCloser, error) {
+	builder, err := ensureBuilder(ctx, cli, logger)
+	if err != nil {
+		return nil, err
+	}
+	// Privileged: mmdebstrap's root mode mounts /proc, /sys and /dev in
+	// the chroot, and a root file system of another architecture needs
+	// the engine host's binfmt_misc, mounted here.
+	script := `mountpoint -q /proc/sys/fs/binfmt_misc || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc 2>/dev/null || true
+mkdir -p /out && exec mmdebstrap "$@"`
+	id, err := cli.CreateContainer(ctx, docker.ContainerSpec{
+		Name:       name,
+		Image:      builder,
+		Labels:     labels,
+		Entrypoint: append([]string{"sh", "-c", script, "mmdebstrap"}, args...),
+		Privileged: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	remove := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutRemove)
+		defer cancel()
+		_ = cli.RemoveContainer(rctx, id)
+	}
+	code, err := cli.StartAndWait(ctx, id)
+	if err == nil && code != 0 {
+		logs, _ := cli.ContainerLogs(context.WithoutCancel(ctx), id, 40)
+		err = fmt.Errorf("mmdebstrap in the builder container: exit code %d:\n%s", code, logs)
+	}
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	out := args[len(args)-1]
+	copied, err := cli.CopyFromContainer(ctx, id, out)
+	if err != nil {
+		remove()
+		return nil, err
+	}
+	// The copy is a tar stream holding the one file.
+	tr := tar.NewReader(copied)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			err = fmt.Errorf("the copy of %s from the builder container holds no file", out)
+		}
+		if err != nil {
+			copied.Close()
+			remove()
+			return nil, err
+		}
+		if hdr.Typeflag == tar.TypeReg && strings.HasSuffix(out, "/"+hdr.Name) {
+			return &closeFunc{Reader: tr, close: func() error { err := copied.Close(); remove(); return err }}, nil
+		}
+	}
+}
+
+// timeoutRemove bounds the removal of a builder container.
+const timeoutRemove = 30 * time.Second
+
+type closeFunc struct {
+	io.Reader
+	close func() error
+}
+
+func (c *closeFunc) Close() error { return c.close() }
