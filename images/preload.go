@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // preload loads the component images into the node's containerd at build
@@ -33,13 +32,14 @@ func (b *builder) preload(ctx context.Context) (err error) {
 	labels := b.buildLabels()
 
 	// The loader and its volume carry LabelBuild, so that this also sweeps
-	// what a killed build left. The commit container does not: its labels
-	// would end up in the image.
+	// what a killed build left (but not what a build running beside this
+	// one uses: see sweepBuilds). The commit container does not: its
+	// labels would end up in the image.
 	cleanup := func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		return errors.Join(
-			b.cli.RemoveLabelled(cctx, map[string]string{lifetime.LabelBuild: ""}),
+			b.sweepBuilds(cctx),
 			b.cli.RemoveContainer(cctx, commitName),
 		)
 	}

@@ -2,7 +2,10 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -115,8 +118,56 @@ func (b *builder) checkHostEmulation(ctx context.Context) error {
 }
 
 // buildLabels are the labels of what a build leaves running while it
-// runs, so that the sweep of the next build removes what a killed one
-// left.
+// runs: the build's short hash and this process as its owner, so that
+// sweepBuilds removes what a killed build left and leaves alone what a
+// build running beside this one (another platform, another cache
+// directory) is using.
 func (b *builder) buildLabels() map[string]string {
-	return map[string]string{lifetime.LabelBuild: b.res.ContentHash[:hashLength]}
+	self, _ := os.Hostname()
+	start, _ := lifetime.ProcessStart(os.Getpid())
+	return map[string]string{
+		lifetime.LabelBuild:      b.res.ContentHash[:hashLength],
+		lifetime.LabelOwnerHost:  self,
+		lifetime.LabelOwnerPID:   strconv.Itoa(os.Getpid()),
+		lifetime.LabelOwnerStart: start,
+	}
+}
+
+// sweepBuilds removes the containers and volumes of builds whose process
+// is gone (or that name no owner, as builds before owner labels did), and
+// this build's own.
+func (b *builder) sweepBuilds(ctx context.Context) error {
+	anyBuild := map[string]string{lifetime.LabelBuild: ""}
+	containers, err := b.cli.ListContainers(ctx, anyBuild)
+	if err != nil {
+		return err
+	}
+	volumes, err := b.cli.ListVolumes(ctx, anyBuild)
+	if err != nil {
+		return err
+	}
+	labelSets := make([]map[string]string, 0, len(containers)+len(volumes))
+	for _, c := range containers {
+		labelSets = append(labelSets, c.Labels)
+	}
+	for _, v := range volumes {
+		labelSets = append(labelSets, v.Labels)
+	}
+	own := b.res.ContentHash[:hashLength]
+	gone := map[string]bool{}
+	for _, l := range labelSets {
+		id := l[lifetime.LabelBuild]
+		pid, _ := strconv.Atoi(l[lifetime.LabelOwnerPID])
+		if id == own || pid <= 0 || !lifetime.OwnerAlive(l[lifetime.LabelOwnerHost], pid, l[lifetime.LabelOwnerStart]) {
+			gone[id] = true
+		}
+	}
+	var errs []error
+	for id := range gone {
+		if id == "" {
+			continue
+		}
+		errs = append(errs, b.cli.RemoveLabelled(ctx, map[string]string{lifetime.LabelBuild: id}))
+	}
+	return errors.Join(errs...)
 }
