@@ -175,7 +175,7 @@ func (b *builder) checkEngineRuns(ctx context.Context, image string) error {
 		return nil
 	}
 	if err == nil {
-		err = fmt.Errorf("exit code %d: %s", code, logs)
+		err = fmt.Errorf("exit code %d: %s", code, strings.TrimSpace(logs))
 	}
 	return fmt.Errorf("the engine cannot run %s programs (/bin/true from %s: %v). "+
 		"On a Linux engine host, install qemu-user-static and make sure its interpreters are registered with binfmt_misc with the F flag "+
