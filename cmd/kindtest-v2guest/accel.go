@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -33,10 +34,18 @@ func (a accel) args() []string {
 	return []string{"-accel", "tcg,thread=multi"}
 }
 
-// chooseAccel resolves the -accel flag: "auto" is KVM when probe
-// (kvmProbe outside tests) says /dev/kvm is usable and TCG otherwise;
-// "kvm" insists on KVM, "tcg" on emulation.
-func chooseAccel(want string, probe func() error) (accel, error) {
+// chooseAccel resolves the -accel flag for a guest on arch a: "auto" is
+// KVM when probe (kvmProbe outside tests) says /dev/kvm is usable and TCG
+// otherwise; "kvm" insists on KVM, "tcg" on emulation. A guest of another
+// architecture than the host's runs under TCG: KVM runs only the host's
+// own, and probe is not called.
+func chooseAccel(want string, a guestArch, probe func() error) (accel, error) {
+	if !a.native() && (want == "auto" || want == "kvm") {
+		if want == "kvm" {
+			return accel{}, fmt.Errorf("-accel kvm: the guest is %s and this host %s; KVM runs only the host's own architecture (use -accel tcg or auto)", a.Name, runtime.GOARCH)
+		}
+		return accel{Name: "tcg", Why: fmt.Sprintf("software emulation (TCG): the guest is %s and this host %s, and KVM runs only the host's own architecture", a.Name, runtime.GOARCH)}, nil
+	}
 	switch want {
 	case "tcg":
 		return accel{Name: "tcg", Why: "software emulation (TCG), as -accel tcg asks"}, nil

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
-	"github.com/kindtest/kindtest/internal/fixture"
 )
 
 // baseDisk is the cached guest: a raw ext4 disk and the kernel and initrd
@@ -42,10 +41,11 @@ func baseKey(r recipe) string {
 // per-run layers are copy-on-write on top of it.
 const diskSize = "24G"
 
-// ensureBase builds what is missing of rootfs tar, disk, kernel and initrd.
-func ensureBase(ctx context.Context, cache string, out io.Writer) (baseDisk, error) {
-	rootfs := filepath.Join(cache, "rootfs-"+guestRecipe.key()+".tar")
-	key := baseKey(guestRecipe)
+// ensureBase builds what is missing of r's rootfs tar, disk, kernel and
+// initrd.
+func ensureBase(ctx context.Context, cache string, r recipe, out io.Writer) (baseDisk, error) {
+	rootfs := filepath.Join(cache, "rootfs-"+r.key()+".tar")
+	key := baseKey(r)
 	b := baseDisk{
 		Key:    key,
 		Disk:   filepath.Join(cache, "base-"+key+".img"),
@@ -57,10 +57,14 @@ func ensureBase(ctx context.Context, cache string, out io.Writer) (baseDisk, err
 		return b, nil
 	}
 	if !fileExists(rootfs) {
-		logf(out, "building the guest's root file system with mmdebstrap (about 15 minutes)")
+		if r.arch() == "amd64" {
+			logf(out, "building the guest's root file system with mmdebstrap (about 15 minutes)")
+		} else {
+			logf(out, "building the %s guest's root file system with mmdebstrap, its package scripts under qemu-user emulation (about 30 minutes)", r.arch())
+		}
 		tmp := rootfs + ".partial"
 		os.Remove(tmp)
-		if err := run(ctx, prefixed(out, "mmdebstrap| "), "mmdebstrap", guestRecipe.mmdebstrapArgs(tmp)...); err != nil {
+		if err := run(ctx, prefixed(out, "mmdebstrap| "), "mmdebstrap", r.mmdebstrapArgs(tmp)...); err != nil {
 			os.Remove(tmp)
 			return b, err
 		}
@@ -105,7 +109,7 @@ func ensureBase(ctx context.Context, cache string, out io.Writer) (baseDisk, err
 	for dst, pattern := range map[string]string{b.Kernel: "vmlinuz-*", b.Initrd: "initrd.img-*"} {
 		m, _ := filepath.Glob(filepath.Join(dir, "boot", pattern))
 		if len(m) != 1 {
-			return b, fmt.Errorf("guest root file system: want one /boot/%s, found %v (is linux-image-amd64 in the recipe?)", pattern, m)
+			return b, fmt.Errorf("guest root file system: want one /boot/%s, found %v (is linux-image-%s in the recipe?)", pattern, m, r.arch())
 		}
 		if err := copyFile(m[0], dst+".partial"); err != nil {
 			return b, err
@@ -159,8 +163,9 @@ func copyFile(src, dst string) error {
 
 // ensurePrepared returns a disk layer (qcow2 over the base) whose Docker
 // holds the images, booting the guest once to load them when it is not
-// cached. ids ("ref=image ID") name it.
-func ensurePrepared(ctx context.Context, o options, dc *docker.Client, base baseDisk, refs, ids []string, tm *timings, out io.Writer) (string, error) {
+// cached. ids ("ref=image ID") name it; the guest tags each image as tags
+// names it (host ref: guest ref) and removes the host's name.
+func ensurePrepared(ctx context.Context, o options, dc *docker.Client, base baseDisk, refs, ids []string, tags map[string]string, tm *timings, out io.Writer) (string, error) {
 	prepared := filepath.Join(o.cache, "prepared-"+digest(append([]string{base.Key}, ids...)...)+".qcow2")
 	if fileExists(prepared) {
 		logf(out, "guest disk with the images loaded %s is cached", prepared)
@@ -180,7 +185,7 @@ func ensurePrepared(ctx context.Context, o options, dc *docker.Client, base base
 	}); err != nil {
 		return "", err
 	}
-	if err := writeShare(share, map[string]string{"MODE": "prepare", "ECHO_IMAGE": guestEchoImage, "SUITE_ECHO_IMAGE": fixture.EchoImage}); err != nil {
+	if err := writeShare(share, map[string]string{"MODE": "prepare", "TAGS": tagPairs(tags)}); err != nil {
 		return "", err
 	}
 	layer := filepath.Join(work, "prepared.qcow2")
@@ -197,6 +202,16 @@ func ensurePrepared(ctx context.Context, o options, dc *docker.Client, base base
 		return "", fmt.Errorf("the guest powered off without loading the images (console: %s)", filepath.Join(o.cache, "prepare-console.log"))
 	}
 	return prepared, os.Rename(layer, prepared)
+}
+
+// tagPairs renders the guest's tags as "from=to" words, in a stable order.
+func tagPairs(tags map[string]string) string {
+	var pairs []string
+	for from, to := range tags {
+		pairs = append(pairs, from+"="+to)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, " ")
 }
 
 func saveImages(ctx context.Context, dc *docker.Client, refs []string, dst string) error {
@@ -246,7 +261,7 @@ func bootGuest(ctx context.Context, o options, base baseDisk, disk, share, conso
 		return err
 	}
 	defer console.Close()
-	v := vm{Kernel: base.Kernel, Initrd: base.Initrd, Disk: disk, Share: share, MemoryMiB: o.memory, CPUs: o.cpus, Accel: o.accel}
+	v := vm{Kernel: base.Kernel, Initrd: base.Initrd, Disk: disk, Share: share, MemoryMiB: o.memory, CPUs: o.cpus, Accel: o.accel, Arch: o.arch}
 	tail, err := v.boot(ctx, o.bootLimit, o.runLimit, console, out)
 	if err != nil {
 		return fmt.Errorf("%w\nlast console lines (all of them in %s):\n%s", err, consoleLog, indent(tail))

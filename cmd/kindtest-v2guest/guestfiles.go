@@ -48,7 +48,8 @@ const readyMarker = "v2guest: docker ready"
 const finishedMarker = "v2guest: finished"
 
 // guestScript runs inside the guest, from the share; share/env sets MODE
-// (prepare: load the images, tag ECHO_IMAGE as SUITE_ECHO_IMAGE; test: run
+// (prepare: load the images and give them the names TAGS lists as
+// "from=to" words, the host's name removed; test: run
 // the suite), and for tests IMAGE (the node image), REAPER_IMAGE,
 // SUITE_ECHO_IMAGE, RUN_PRIVATE, RUN_HOST (test patterns; empty skips
 // that run), ROOTLESS ("docker": also set up rootless Docker for a user
@@ -253,7 +254,12 @@ prepare)
     say "docker load -i $(basename "$f")"
     docker load -i "$f" || exit 1
   done
-  docker tag "$ECHO_IMAGE" "$SUITE_ECHO_IMAGE" || exit 1
+  for pair in $TAGS; do
+    if [ "${pair%%=*}" != "${pair#*=}" ]; then
+      docker tag "${pair%%=*}" "${pair#*=}" || exit 1
+      docker rmi "${pair%%=*}" >/dev/null || exit 1
+    fi
+  done
   timing docker-load $(($(date +%s) - began))
   docker images
   sync

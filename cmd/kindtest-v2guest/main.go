@@ -32,6 +32,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -58,6 +59,8 @@ type options struct {
 	prepared    string
 	accelFlag   string
 	accel       accel // chosen from accelFlag at the start of the run
+	archFlag    string
+	arch        guestArch // from archFlag
 	rootless    string
 	runRootless string
 }
@@ -65,7 +68,8 @@ type options struct {
 func main() {
 	var o options
 	flag.StringVar(&o.cache, "cache", defaultCache(), "where the guest disks are cached")
-	flag.StringVar(&o.image, "image", kindtest.DefaultImage, "node image to test (from the host's engine)")
+	flag.StringVar(&o.image, "image", kindtest.DefaultImage, "node image to test, under its name on a machine of the guest's architecture (the host's engine holds another platform's with -ARCH after the tag, as `kindtest build -platform` makes it)")
+	flag.StringVar(&o.archFlag, "arch", runtime.GOARCH, "the guest's architecture: amd64 or arm64 (emulated under TCG when it is not this host's)")
 	flag.StringVar(&o.runPrivate, "run", ".", "tests to run (go test -run) on the guest's engine as installed (empty: skip)")
 	flag.StringVar(&o.runHost, "run-host-cgroupns", ".", "tests to run again with dockerd --default-cgroupns-mode=host (empty: skip)")
 	flag.DurationVar(&o.bootLimit, "boot-timeout", 20*time.Minute, "time for the guest to boot until Docker answers")
@@ -124,8 +128,11 @@ func (t *timings) phase(out io.Writer, name string, fn func() error) error {
 	return err
 }
 
-func runAll(ctx context.Context, o options, out io.Writer) error {
-	if err := checkTools(lookPath); err != nil {
+func runAll(ctx context.Context, o options, out io.Writer) (err error) {
+	if o.arch, err = archFor(o.archFlag); err != nil {
+		return err
+	}
+	if err := checkTools(o.arch, lookPath); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -137,12 +144,15 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	if o.rootless != "" && o.rootless != "docker" {
 		return fmt.Errorf("-rootless %q: want docker or nothing", o.rootless)
 	}
+	if o.rootless != "" && o.arch.Name != "amd64" {
+		return fmt.Errorf("-rootless %s -arch %s: the %s guest has no rootless packages (rootlesskit, uidmap, podman); the rootless runs are the amd64 guest's", o.rootless, o.arch.Name, o.arch.Name)
+	}
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
 		return err
 	}
 	var tm timings
 	defer func() {
-		logf(out, "timings (accelerator %s):", o.accel.Name)
+		logf(out, "timings (%s guest, accelerator %s):", o.arch.Name, o.accel.Name)
 		for _, l := range tm.lines {
 			fmt.Fprintln(out, "  "+l)
 		}
@@ -151,13 +161,13 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	// The guest disk first: it needs no engine, and takes longest.
 	var base baseDisk
 	if err := tm.phase(out, "guest disk", func() (err error) {
-		base, err = ensureBase(ctx, o.cache, out)
+		base, err = ensureBase(ctx, o.cache, recipeFor(o.arch), out)
 		return err
 	}); err != nil {
 		return err
 	}
 	if err := tm.phase(out, "choose accelerator", func() error {
-		a, err := chooseAccel(o.accelFlag, func() error {
+		a, err := chooseAccel(o.accelFlag, o.arch, func() error {
 			if err := kvmProbe(); err != nil {
 				return err
 			}
@@ -174,23 +184,26 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("the node, reaper and echo images come from the host's engine: %w", err)
 	}
 	defer dc.Close()
-	refs := []string{o.image, kindtest.ReaperImage, guestEchoImage}
+	// The images under their names on the host, and what the guest calls
+	// them: the suite's names on a machine of the guest's architecture.
+	echo := o.arch.hostRef(guestEchoImage)
+	refs := []string{o.arch.hostRef(o.image), o.arch.hostRef(kindtest.ReaperImage), echo}
+	tags := map[string]string{refs[0]: o.image, refs[1]: kindtest.ReaperImage, echo: fixture.EchoImage}
 	var ids []string
 	if err := tm.phase(out, "host images", func() error {
 		// Other test runs on this engine rebuild the echo image from their
 		// own checkouts: this run's copy gets a tag of its own, which the
 		// guest turns back into the one the suite uses.
-		echo, err := fixture.BuildEcho(ctx)
-		if err != nil {
-			return err
-		}
-		if err := dc.TagImage(ctx, echo, guestEchoImage); err != nil {
+		if err := fixture.BuildEchoFor(ctx, o.arch.platform(), echo); err != nil {
 			return err
 		}
 		for _, ref := range refs {
 			img, err := dc.InspectImage(ctx, ref)
 			if err != nil {
-				return fmt.Errorf("image %s: %w (build the node and reaper images with `go run ./cmd/kindtest build`)", ref, err)
+				return fmt.Errorf("image %s: %w (build the node and reaper images with `go run ./cmd/kindtest build -platform %s`)", ref, err, o.arch.platform())
+			}
+			if img.Platform != o.arch.platform() {
+				return fmt.Errorf("image %s is %s, and the guest is %s (build it with `go run ./cmd/kindtest build -platform %s`)", ref, img.Platform, o.arch.platform(), o.arch.platform())
 			}
 			ids = append(ids, ref+"="+img.ID)
 		}
@@ -214,7 +227,7 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	}()
 	if err := tm.phase(out, "compile suite", func() error {
 		suite = filepath.Join(work, "v2suite.test")
-		return compileSuite(ctx, suite)
+		return compileSuite(ctx, suite, o.arch)
 	}); err != nil {
 		return err
 	}
@@ -229,7 +242,7 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 			prepared = o.prepared
 			return nil
 		}
-		prepared, err = ensurePrepared(ctx, o, dc, base, refs, ids, &tm, out)
+		prepared, err = ensurePrepared(ctx, o, dc, base, refs, ids, tags, &tm, out)
 		return err
 	}); err != nil {
 		return err
@@ -247,12 +260,12 @@ func runAll(ctx context.Context, o options, out io.Writer) error {
 	return nil
 }
 
-// compileSuite builds the cgroup v2 suite as a static test binary, from
-// the checkout this tool belongs to.
-func compileSuite(ctx context.Context, out string) error {
+// compileSuite builds the cgroup v2 suite as a static test binary for the
+// guest's architecture, from the checkout this tool belongs to.
+func compileSuite(ctx context.Context, out string, a guestArch) error {
 	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./kindtest/testdata/v2guest")
 	cmd.Dir = filepath.Join(fixture.Dir(), "..")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.Name)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("compile the suite in %s: %w\n%s", cmd.Dir, err, b)
 	}

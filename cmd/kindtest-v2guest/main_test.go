@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,7 +40,8 @@ func TestRecipeKey(t *testing.T) {
 
 func TestCheckTools(t *testing.T) {
 	all := func(string) (string, error) { return "/usr/bin/x", nil }
-	if err := checkTools(all); err != nil {
+	amd64, arm64 := guestArches[0], guestArches[1]
+	if err := checkTools(amd64, all); err != nil {
 		t.Fatal(err)
 	}
 	some := func(name string) (string, error) {
@@ -48,13 +50,22 @@ func TestCheckTools(t *testing.T) {
 		}
 		return "/usr/bin/" + name, nil
 	}
-	err := checkTools(some)
+	err := checkTools(amd64, some)
 	if err == nil {
 		t.Fatal("missing tools accepted")
 	}
 	for _, want := range []string{"qemu-system-x86_64, qemu-img, mkfs.ext4 not found", "apt-get install qemu-system-x86 qemu-utils e2fsprogs"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	// A foreign guest also needs its emulator and the qemu-user interpreter
+	// for its root file system's package scripts.
+	none := func(string) (string, error) { return "", exec.ErrNotFound }
+	err = checkTools(arm64, none)
+	for _, want := range []string{"qemu-system-aarch64, qemu-img", "qemu-aarch64-static not found", "apt-get install qemu-system-arm qemu-utils mmdebstrap e2fsprogs tar qemu-user-static"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("arm64 guest, nothing installed: error %v lacks %q", err, want)
 		}
 	}
 }
@@ -86,7 +97,7 @@ func TestChooseAccel(t *testing.T) {
 		{"tcg", usable, "tcg", "-accel tcg,thread=multi"},
 		{"hvf", usable, "", ""},
 	} {
-		a, err := chooseAccel(c.flag, c.probe)
+		a, err := chooseAccel(c.flag, hostArch(t), c.probe)
 		if c.want == "" {
 			if err == nil {
 				t.Errorf("-accel %s: chose %s, want an error", c.flag, a.Name)
@@ -103,7 +114,7 @@ func TestChooseAccel(t *testing.T) {
 		}
 	}
 	// The fallback says why, for the tool's output.
-	if a, _ := chooseAccel("auto", absent); !strings.Contains(a.Why, "/dev/kvm") || !strings.Contains(a.Why, "TCG") {
+	if a, _ := chooseAccel("auto", hostArch(t), absent); !strings.Contains(a.Why, "/dev/kvm") || !strings.Contains(a.Why, "TCG") {
 		t.Errorf("fallback says %q: want TCG and the probe's error", a.Why)
 	}
 	// The real probe, on whatever this host has: logged, not asserted.
@@ -396,5 +407,113 @@ func TestGuestScriptLints(t *testing.T) {
 	}
 	if out, err := exec.Command("shellcheck", "-s", "bash", path).CombinedOutput(); err != nil {
 		t.Errorf("shellcheck: %v\n%s", err, out)
+	}
+}
+
+// hostArch is the guest machine of this host's own architecture.
+func hostArch(t *testing.T) guestArch {
+	t.Helper()
+	a, err := archFor(runtime.GOARCH)
+	if err != nil {
+		t.Skipf("no guest machine for this host's architecture: %v", err)
+	}
+	return a
+}
+
+// foreignArch is a guest machine of another architecture than this host's.
+func foreignArch() guestArch {
+	if runtime.GOARCH == "arm64" {
+		return guestArches[0]
+	}
+	return guestArches[1]
+}
+
+func TestArchFor(t *testing.T) {
+	for _, name := range []string{"amd64", "arm64"} {
+		if a, err := archFor(name); err != nil || a.Name != name {
+			t.Errorf("archFor(%s): %+v %v", name, a, err)
+		}
+	}
+	if _, err := archFor("riscv64"); err == nil || !strings.Contains(err.Error(), "want one of amd64, arm64") {
+		t.Errorf("archFor(riscv64): %v", err)
+	}
+}
+
+func TestForeignImageNames(t *testing.T) {
+	f := foreignArch()
+	host := f.hostRef("kindtest/node:v1.37.2")
+	if host != "kindtest/node:v1.37.2-"+f.Name {
+		t.Errorf("host name of a foreign node image: %s", host)
+	}
+	if g := f.guestRef(host); g != "kindtest/node:v1.37.2" {
+		t.Errorf("guest name of %s: %s", host, g)
+	}
+	n := hostArch(t)
+	if n.hostRef("kindtest/reaper:v3") != "kindtest/reaper:v3" || n.guestRef("kindtest/reaper:v3") != "kindtest/reaper:v3" {
+		t.Error("a native guest's images are renamed")
+	}
+	if got := tagPairs(map[string]string{"b:1-arm64": "b:1", "a:1-arm64": "a:1"}); got != "a:1-arm64=a:1 b:1-arm64=b:1" {
+		t.Errorf("tagPairs: %q", got)
+	}
+}
+
+func TestArm64Recipe(t *testing.T) {
+	arm64, _ := archFor("arm64")
+	r := recipeFor(arm64)
+	amd := recipeFor(guestArches[0])
+	if amd.key() != guestRecipe.key() {
+		t.Errorf("the amd64 guest's key changed: %s, was %s", amd.key(), guestRecipe.key())
+	}
+	if r.key() == amd.key() || baseKey(r) == baseKey(amd) {
+		t.Error("arm64 and amd64 guests share a key")
+	}
+	args := strings.Join(r.mmdebstrapArgs("out.tar"), " ")
+	for _, want := range []string{"--architectures=arm64", "linux-image-arm64", "docker.io"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("mmdebstrap %s: lacks %q", args, want)
+		}
+	}
+	for _, unwanted := range append([]string{"linux-image-amd64"}, rootlessPackages...) {
+		if strings.Contains(args, unwanted) {
+			t.Errorf("mmdebstrap %s: has %q", args, unwanted)
+		}
+	}
+	if !strings.Contains(strings.Join(amd.mmdebstrapArgs("out.tar"), " "), "--architectures=amd64") {
+		t.Error("the amd64 recipe does not name its architecture")
+	}
+	t.Logf("arm64 recipe key %s, base disk key %s", r.key(), baseKey(r))
+}
+
+func TestQemuArgsArm64(t *testing.T) {
+	arm64, _ := archFor("arm64")
+	tcg, err := chooseAccel("tcg", arm64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := vm{Kernel: "/k", Initrd: "/i", Disk: "/d.qcow2", Share: "/s", MemoryMiB: 4096, CPUs: 2, Accel: tcg, Arch: arm64}
+	args := strings.Join(v.qemuArgs(), " ")
+	for _, want := range []string{"-machine virt", "-accel tcg,thread=multi", "-cpu neoverse-n1", "console=ttyAMA0", "root=/dev/vda"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("qemu %s: lacks %q", args, want)
+		}
+	}
+}
+
+func TestChooseAccelForeign(t *testing.T) {
+	f := foreignArch()
+	probed := false
+	probe := func() error { probed = true; return nil }
+	a, err := chooseAccel("auto", f, probe)
+	if err != nil || a.Name != "tcg" || !strings.Contains(a.Why, "KVM runs only the host's own architecture") {
+		t.Errorf("-accel auto, %s guest: %+v %v", f.Name, a, err)
+	}
+	if _, err := chooseAccel("kvm", f, probe); err == nil || !strings.Contains(err.Error(), "use -accel tcg") {
+		t.Errorf("-accel kvm, %s guest: %v", f.Name, err)
+	}
+	if probed {
+		t.Error("KVM probed for a foreign guest")
+	}
+	if _, err := chooseAccel("hvf", f, probe); err == nil {
+		t.Error("-accel hvf accepted")
 	}
 }

@@ -22,17 +22,30 @@ type vm struct {
 	Kernel, Initrd, Disk, Share string
 	MemoryMiB, CPUs             int
 	Accel                       accel
+	Arch                        guestArch // the zero value is amd64
+}
+
+func (v vm) arch() guestArch {
+	if v.Arch.Name == "" {
+		return guestArches[0]
+	}
+	return v.Arch
 }
 
 // qemuArgs boots the guest with its accelerator, its console on stdio,
 // the share over 9p and a user-mode network restricted to the guest
 // itself.
 func (v vm) qemuArgs() []string {
-	return append(append([]string{"-machine", "q35"}, v.Accel.args()...),
+	a := v.arch()
+	args := append([]string{"-machine", a.Machine}, v.Accel.args()...)
+	if v.Accel.Name != "kvm" && a.CPU != "" {
+		args = append(args, "-cpu", a.CPU)
+	}
+	return append(args,
 		"-smp", strconv.Itoa(v.CPUs), "-m", strconv.Itoa(v.MemoryMiB),
 		"-nographic", "-no-reboot",
 		"-kernel", v.Kernel, "-initrd", v.Initrd,
-		"-append", "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1",
+		"-append", "root=/dev/vda rw console="+a.Console+" quiet systemd.unified_cgroup_hierarchy=1",
 		"-drive", "file="+v.Disk+",format=qcow2,if=virtio,cache=unsafe",
 		"-virtfs", "local,path="+v.Share+",mount_tag=share,security_model=none,id=share",
 		"-netdev", "user,id=n0,restrict=on", "-device", "virtio-net-pci,netdev=n0",
@@ -53,7 +66,7 @@ var (
 // console line goes to console (a file kept with the run) and, prefixed,
 // to out; the last lines are returned for error reports.
 func (v vm) boot(ctx context.Context, bootLimit, runLimit time.Duration, console io.Writer, out io.Writer) (tail []string, err error) {
-	cmd := exec.Command("qemu-system-x86_64", v.qemuArgs()...)
+	cmd := exec.Command(v.arch().Qemu, v.qemuArgs()...)
 	// qemu dies with this process, however it ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	cmd.Stdin = nil

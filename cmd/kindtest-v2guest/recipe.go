@@ -16,10 +16,12 @@ import (
 type recipe struct {
 	Suite    string
 	Variant  string
+	Arch     string // Debian's architecture; "" is amd64
 	Packages []string
 }
 
-// guestRecipe is a Debian bookworm guest: kernel 6.1 and systemd 252, which
+// guestRecipe is the amd64 guest (recipeFor gives each architecture's), a
+// Debian bookworm guest: kernel 6.1 and systemd 252, which
 // mount the unified cgroup v2 hierarchy by default, and Debian's Docker
 // (20.10, with cgroup namespaces). Without apparmor Docker cannot load its
 // default profile and refuses unprivileged containers (the reaper); the
@@ -37,11 +39,23 @@ var guestRecipe = recipe{
 }
 
 // key is a short digest of the recipe, the same for the same packages in
-// any order.
+// any order. amd64 adds nothing, so that the amd64 guest keeps the key it
+// had before there were others.
 func (r recipe) key() string {
 	pkgs := slices.Clone(r.Packages)
 	slices.Sort(pkgs)
-	return digest("suite=" + r.Suite + "\nvariant=" + r.Variant + "\npackages=" + strings.Join(pkgs, ","))
+	arch := ""
+	if r.arch() != "amd64" {
+		arch = "\narch=" + r.arch()
+	}
+	return digest("suite=" + r.Suite + "\nvariant=" + r.Variant + arch + "\npackages=" + strings.Join(pkgs, ","))
+}
+
+func (r recipe) arch() string {
+	if r.Arch == "" {
+		return "amd64"
+	}
+	return r.Arch
 }
 
 // mmdebstrapArgs are the arguments that build the recipe into out, a tar
@@ -50,7 +64,7 @@ func (r recipe) key() string {
 func (r recipe) mmdebstrapArgs(out string) []string {
 	pkgs := slices.Clone(r.Packages)
 	slices.Sort(pkgs)
-	return []string{"--variant=" + r.Variant, "--format=tar", "--include=" + strings.Join(pkgs, ","), r.Suite, out}
+	return []string{"--architectures=" + r.arch(), "--variant=" + r.Variant, "--format=tar", "--include=" + strings.Join(pkgs, ","), r.Suite, out}
 }
 
 // digest is the first 16 hex digits of the SHA-256 of the parts.
@@ -65,19 +79,33 @@ func digest(parts ...string) string {
 // tool is a program the guest run needs and the Debian package it is in.
 type tool struct{ command, pkg string }
 
+// tools are those of every guest; toolsFor adds the guest's emulator.
 var tools = []tool{
-	{"qemu-system-x86_64", "qemu-system-x86"},
 	{"qemu-img", "qemu-utils"},
 	{"mmdebstrap", "mmdebstrap"},
 	{"mkfs.ext4", "e2fsprogs"},
 	{"tar", "tar"},
 }
 
+// toolsFor is what a guest on a needs: its emulator, and for a foreign
+// root file system the qemu-user interpreter mmdebstrap runs its package
+// scripts with (binfmt_misc registers it when the package is installed).
+func toolsFor(a guestArch) []tool {
+	ts := append([]tool{{a.Qemu, a.QemuPackage}}, tools...)
+	if !a.native() {
+		ts = append(ts, tool{"qemu-" + qemuUserArch[a.Name] + "-static", "qemu-user-static"})
+	}
+	return ts
+}
+
+// qemuUserArch is qemu's name of an architecture.
+var qemuUserArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
+
 // checkTools reports every missing program at once, with the apt command
 // that installs them.
-func checkTools(lookPath func(string) (string, error)) error {
+func checkTools(a guestArch, lookPath func(string) (string, error)) error {
 	var missing, pkgs []string
-	for _, t := range tools {
+	for _, t := range toolsFor(a) {
 		if _, err := lookPath(t.command); err != nil {
 			missing = append(missing, t.command)
 			if !slices.Contains(pkgs, t.pkg) {
