@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path"
 	"runtime"
 	"strings"
 	"time"
@@ -34,18 +35,21 @@ func WithInEngine() BuildOption {
 // DebianImage is the image the builder container starts from.
 const DebianImage = "debian:" + debianSuite
 
-// builderDockerfile makes the builder image: mmdebstrap and what it needs
-// to make root file systems of another architecture under an engine
-// host's binfmt_misc emulation (arch-test to tell).
-const builderDockerfile = `FROM ` + DebianImage + `
+// builderDockerfile makes the builder image FROM from: mmdebstrap and
+// what it needs to make root file systems of another architecture under
+// an engine host's binfmt_misc emulation (arch-test to tell).
+func builderDockerfile(from string) string {
+	return `FROM ` + from + `
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap arch-test ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 `
+}
 
-// builderRef is the builder image's reference, tagged by its recipe.
-func builderRef() string {
-	return "kindtest/builder:" + debianSuite + "-" + hashStrings(builderDockerfile)[:hashLength]
+// builderRef is the reference of the builder image FROM from, tagged by
+// its recipe.
+func builderRef(from string) string {
+	return "kindtest/builder:" + debianSuite + "-" + hashStrings(builderDockerfile(from))[:hashLength]
 }
 
 // rootfsInEngine reports whether the root file systems are made on the engine:
@@ -58,33 +62,47 @@ func (c *buildConfig) rootfsInEngine() bool {
 	return err != nil
 }
 
-// ensureBuilder builds the builder image unless it exists.
-func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger) (string, error) {
-	ref := builderRef()
+// ensureBuilder builds the builder image FROM from unless it exists, and
+// returns its reference.
+func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger, from string) (string, error) {
+	ref := builderRef(from)
 	if _, err := cli.InspectImage(ctx, ref); err == nil {
 		return ref, nil
 	} else if !docker.IsNotFound(err) {
 		return "", err
 	}
-	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, DebianImage)
-	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile), mode: 0o644}})
+	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, from)
+	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile(from)), mode: 0o644}})
 	defer tarStream.Close()
 	var out tailBuffer
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile"}, &out); err != nil {
-		return "", fmt.Errorf("build the builder image FROM %s (the engine pulls it, and the builder reaches Debian's mirror): %w\n%s", DebianImage, err, out.String())
+		return "", fmt.Errorf("build the builder image FROM %s (the engine pulls it, and the builder reaches Debian's mirror): %w\n%s", from, err, out.String())
 	}
 	return ref, nil
 }
 
-// rootfsInContainer runs mmdebstrap with args (the last one the output
-// file, below /out) in a builder container on the engine and returns the
-// root file system's tar stream, which the caller closes; the container
-// is removed then.
-func rootfsInContainer(ctx context.Context, cli *docker.Client, logger Logger, name string, labels map[string]string, args []string) (io.ReadCloser, error) {
-	builder, err := ensureBuilder(ctx, cli, logger)
+// rootfsOnEngine runs mmdebstrap with args in a builder container on the
+// engine (see rootfsInContainer) for the root file system r, to be
+// imported as ref.
+func (b *builder) rootfsOnEngine(ctx context.Context, r rootfs, ref string, args []string) (io.ReadCloser, error) {
+	where := "in a builder container on the engine"
+	if b.platform.foreign {
+		where += ", for " + b.platform.String() + " under the engine's emulation (minutes)"
+	}
+	b.cfg.logger.Printf("  building %s with mmdebstrap %s", ref, where)
+	builderImage, err := ensureBuilder(ctx, b.cli, b.cfg.logger, b.cfg.builderFrom)
 	if err != nil {
 		return nil, err
 	}
+	name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-" + path.Base(r.repo)
+	return rootfsInContainer(ctx, b.cli, builderImage, name, b.buildLabels(), append(args, debianSuite, "/out/rootfs.tar"))
+}
+
+// rootfsInContainer runs mmdebstrap with args (the last one the output
+// file, below /out) in a container of the builder image on the engine
+// and returns the root file system's tar stream, which the caller closes;
+// the container is removed then.
+func rootfsInContainer(ctx context.Context, cli *docker.Client, builderImage, name string, labels map[string]string, args []string) (io.ReadCloser, error) {
 	// Privileged: mmdebstrap's root mode mounts /proc, /sys and /dev in
 	// the chroot, and a root file system of another architecture needs
 	// the engine host's binfmt_misc, mounted here.
@@ -92,7 +110,7 @@ func rootfsInContainer(ctx context.Context, cli *docker.Client, logger Logger, n
 mkdir -p /out && exec mmdebstrap "$@"`
 	id, err := cli.CreateContainer(ctx, docker.ContainerSpec{
 		Name:       name,
-		Image:      builder,
+		Image:      builderImage,
 		Labels:     labels,
 		Entrypoint: append([]string{"sh", "-c", script, "mmdebstrap"}, args...),
 		Privileged: true,

@@ -81,7 +81,7 @@ func TestRootfsInEngine(t *testing.T) {
 	t.Cleanup(func() { cli.RemoveImage(context.Background(), ref) })
 	hash := hex.EncodeToString(id[:]) + hex.EncodeToString(id[:]) + strings.Repeat("0", 40)
 	b := &builder{
-		cfg:      &buildConfig{logger: testLogger{t}, sourceDir: dir, cacheDir: t.TempDir(), inEngine: true},
+		cfg:      &buildConfig{logger: testLogger{t}, sourceDir: dir, cacheDir: t.TempDir(), inEngine: true, builderFrom: DebianImage},
 		cli:      cli,
 		platform: p,
 		res:      Result{ContentHash: hash},
