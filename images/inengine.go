@@ -71,14 +71,36 @@ func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger, from 
 	} else if !docker.IsNotFound(err) {
 		return "", err
 	}
+	// Pulled apart from the build, so that a base the engine cannot get
+	// is told from a Debian mirror the build cannot reach.
+	if _, err := cli.InspectImage(ctx, from); docker.IsNotFound(err) {
+		logger.Printf("  pulling %s, which the builder image starts FROM", from)
+		if err := cli.PullImage(ctx, from, nil); err != nil {
+			return "", fmt.Errorf("the builder image %s starts FROM %s, which the engine does not have and cannot pull: %w\n%s", ref, from, err, baseNeeds(from))
+		}
+	} else if err != nil {
+		return "", err
+	}
 	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, from)
 	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile(from)), mode: 0o644}})
 	defer tarStream.Close()
 	var out tailBuffer
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile"}, &out); err != nil {
-		return "", fmt.Errorf("build the builder image FROM %s (the engine pulls it, and the builder reaches Debian's mirror): %w\n%s", from, err, out.String())
+		return "", fmt.Errorf("build the builder image %s FROM %s (its apt-get install of mmdebstrap needs Debian's mirror, from the engine's network): %w\n%s", ref, from, err, out.String())
 	}
 	return ref, nil
+}
+
+// baseNeeds says how to give the engine the image from, which the
+// builder image starts FROM.
+func baseNeeds(from string) string {
+	return `The engine must be able to pull it (its registry reachable, or a registry
+mirror set in its daemon.json), or be given it, by one of:
+  - docker pull ` + from + ` (after docker login, if its registry asks for one);
+  - docker load -i FILE, of the image saved with docker save where it is;
+  - docker tag IMAGE ` + from + `, for a Debian ` + debianSuite + ` image the engine has.
+Or, on Linux, install mmdebstrap (apt-get install mmdebstrap) and build
+without -in-engine (images.WithInEngine): no builder image is needed then.`
 }
 
 // rootfsOnEngine runs mmdebstrap with args in a builder container on the
