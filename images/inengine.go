@@ -140,25 +140,23 @@ mkdir -p /out && exec mmdebstrap "$@"`
 	if err != nil {
 		return nil, err
 	}
-	remove := func() {
+	remove := func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutRemove)
 		defer cancel()
-		_ = cli.RemoveContainer(rctx, id)
+		return cli.RemoveContainer(rctx, id)
 	}
 	code, err := cli.StartAndWait(ctx, id)
 	if err == nil && code != 0 {
 		logs, _ := cli.ContainerLogs(context.WithoutCancel(ctx), id, 40)
-		err = fmt.Errorf("mmdebstrap in the builder container: exit code %d:\n%s", code, logs)
+		err = builderExit(name, code, logs)
 	}
 	if err != nil {
-		remove()
-		return nil, err
+		return nil, errors.Join(err, remove())
 	}
 	out := args[len(args)-1]
 	copied, err := cli.CopyFromContainer(ctx, id, out)
 	if err != nil {
-		remove()
-		return nil, err
+		return nil, errors.Join(err, remove())
 	}
 	// The copy is a tar stream holding the one file.
 	tr := tar.NewReader(copied)
@@ -169,13 +167,23 @@ mkdir -p /out && exec mmdebstrap "$@"`
 		}
 		if err != nil {
 			copied.Close()
-			remove()
-			return nil, err
+			return nil, errors.Join(err, remove())
 		}
 		if hdr.Typeflag == tar.TypeReg && strings.HasSuffix(out, "/"+hdr.Name) {
-			return &closeFunc{Reader: tr, close: func() error { err := copied.Close(); remove(); return err }}, nil
+			return &closeFunc{Reader: tr, close: func() error { return errors.Join(copied.Close(), remove()) }}, nil
 		}
 	}
+}
+
+// builderExit is the error of the builder container name that ended
+// with code before mmdebstrap finished, with logs, its last lines.
+func builderExit(name string, code int, logs string) error {
+	// 128+n is how a process killed by signal n ends (mmdebstrap's own
+	// failures end with small codes, or 255).
+	if signal := code - 128; signal > 0 && signal <= 64 {
+		return fmt.Errorf("the builder container %s was killed by signal %d (exit code %d: docker kill, the kernel's OOM killer, or the engine stopping) before mmdebstrap finished; it is removed and nothing was imported, and running the build again starts a new one:\n%s", name, signal, code, logs)
+	}
+	return fmt.Errorf("mmdebstrap in the builder container %s exited with code %d:\n%s", name, code, logs)
 }
 
 // timeoutRemove bounds the removal of a builder container.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,11 +122,12 @@ func smallRootfsBuild(t *testing.T, cli *docker.Client, p platform, from string)
 }
 
 // checkNothingLeft fails the test if the build b left a container (one
-// of its own, or one of the image from or of the builder image FROM it)
-// or an image under the root file system's reference ref.
-func checkNothingLeft(ctx context.Context, t *testing.T, cli *docker.Client, b *builder, ref, from string) {
+// of its own, or one of images) or an image under the root file system's
+// reference ref.
+func checkNothingLeft(ctx context.Context, t *testing.T, cli *docker.Client, b *builder, ref string, images ...string) {
 	t.Helper()
-	if own, err := cli.ListContainers(ctx, map[string]string{lifetime.LabelBuild: b.res.ContentHash[:hashLength]}); err != nil || len(own) > 0 {
+	id := b.res.ContentHash[:hashLength]
+	if own, err := cli.ListContainers(ctx, map[string]string{lifetime.LabelBuild: id}); err != nil || len(own) > 0 {
 		t.Errorf("containers of the build left: %+v (%v)", own, err)
 	}
 	all, err := cli.ListContainers(ctx, nil)
@@ -132,8 +135,8 @@ func checkNothingLeft(ctx context.Context, t *testing.T, cli *docker.Client, b *
 		t.Fatal(err)
 	}
 	for _, c := range all {
-		if c.Image == from || c.Image == builderRef(from) || strings.HasPrefix(c.Name, "kindtest-build-"+b.res.ContentHash[:hashLength]) {
-			t.Errorf("container %s (%s, from %s) left", c.Name, c.ID, c.Image)
+		if slices.Contains(images, c.Image) || strings.HasPrefix(c.Name, "kindtest-build-"+id) {
+			t.Errorf("container %s (%s, of %s) left", c.Name, c.ID, c.Image)
 		}
 	}
 	if _, err := cli.InspectImage(ctx, ref); !docker.IsNotFound(err) {
@@ -182,8 +185,116 @@ func TestInEngineFaultBaseUnpullable(t *testing.T) {
 			t.Errorf("the error does not say %q", want)
 		}
 	}
-	checkNothingLeft(ctx, t, cli, b, ref, from)
+	checkNothingLeft(ctx, t, cli, b, ref, from, builderRef(from))
 	if _, err := cli.InspectImage(ctx, builderRef(from)); !docker.IsNotFound(err) {
 		t.Errorf("builder image %s: %v; want none", builderRef(from), err)
+	}
+}
+
+// ensureBuilderImage makes sure the engine has the builder image FROM
+// DebianImage, building it only where the engine has DebianImage; without
+// either the test is skipped, or fails under CI.
+func ensureBuilderImage(ctx context.Context, t *testing.T, cli *docker.Client) {
+	t.Helper()
+	if _, err := cli.InspectImage(ctx, builderRef(DebianImage)); err == nil {
+		return
+	}
+	if _, err := cli.InspectImage(ctx, DebianImage); err != nil {
+		msg := fmt.Sprintf("needs the builder image %s, or %s to build it from: %v", builderRef(DebianImage), DebianImage, err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (set CI=true to make this a failure)")
+	}
+	if _, err := ensureBuilder(ctx, cli, testLogger{t}, DebianImage); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestInEngineFaultBuilderKilled kills the builder container while
+// mmdebstrap runs in it, as docker kill, the OOM killer or an engine
+// restart would. The build fails saying the container was killed, with
+// its exit code, and that running the build again starts a new one; it
+// leaves neither the container nor an image under the root file
+// system's tag.
+func TestInEngineFaultBuilderKilled(t *testing.T) {
+	cli := enginetest.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ensureBuilderImage(ctx, t, cli)
+	p, err := resolvePlatform(ctx, cli, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, r, ref := smallRootfsBuild(t, cli, p, DebianImage)
+	own := map[string]string{lifetime.LabelBuild: b.res.ContentHash[:hashLength]}
+	t.Cleanup(func() { cli.RemoveLabelled(context.Background(), own) })
+
+	built := make(chan error, 1)
+	go func() { built <- b.rootfsImage(ctx, r) }()
+	// Killed once mmdebstrap has begun: it announces its first step,
+	// apt-get update, before it needs the mirror.
+	var killed docker.Container
+	ended := false
+	poll(ctx, t, "mmdebstrap running in the builder container", func() (string, bool) {
+		select {
+		case err := <-built:
+			built <- err
+			ended = true
+			return "", true
+		default:
+		}
+		cs, err := cli.ListContainers(ctx, own)
+		if err != nil {
+			return err.Error(), false
+		}
+		if len(cs) == 0 || !cs[0].Running {
+			return fmt.Sprintf("%d containers of the build, none running", len(cs)), false
+		}
+		logs, err := cli.ContainerLogs(ctx, cs[0].ID, 5)
+		if err != nil || !strings.Contains(logs, "apt-get update") {
+			return fmt.Sprintf("logs %q, %v", logs, err), false
+		}
+		killed = cs[0]
+		return "", true
+	})
+	if ended {
+		t.Fatalf("the build ended before the test could kill its container: %v", <-built)
+	}
+	if err := cli.KillContainer(ctx, killed.ID, "SIGKILL"); err != nil {
+		t.Fatal(err)
+	}
+	err = <-built
+	if err == nil {
+		t.Fatalf("built %s though its builder container %s was killed", ref, killed.Name)
+	}
+	t.Logf("the error:\n%v", err)
+	for _, want := range []string{
+		"builder container " + killed.Name,
+		"killed by signal 9 (exit code 137",
+		"running the build again starts a new one",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q", want)
+		}
+	}
+	checkNothingLeft(ctx, t, cli, b, ref)
+}
+
+// TestBuilderExit tells a builder container killed by a signal from
+// mmdebstrap failing, by the exit code alone.
+func TestBuilderExit(t *testing.T) {
+	for _, tc := range []struct {
+		code int
+		want string
+	}{
+		{137, "killed by signal 9 (exit code 137"},
+		{143, "killed by signal 15 (exit code 143"},
+		{1, "exited with code 1"},
+		{255, "exited with code 255"}, // perl's die
+	} {
+		if err := builderExit("c", tc.code, "logs"); !strings.Contains(err.Error(), tc.want) || !strings.HasSuffix(err.Error(), "\nlogs") {
+			t.Errorf("builderExit(%d) = %q, want it to say %q and end with the logs", tc.code, err, tc.want)
+		}
 	}
 }
