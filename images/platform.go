@@ -46,12 +46,26 @@ type platform struct {
 	foreign bool
 }
 
-// parsePlatform checks one of Platforms ("linux/arm64", and its variant
-// form "linux/arm64/v8") and returns it with foreign unset.
-func parsePlatform(s string) (platform, error) {
-	norm := strings.TrimSuffix(s, "/v8")
+// ParsePlatform checks that kindtest builds images for the platform s,
+// one of Platforms or the variant form of linux/arm64 ("linux/arm64/v8",
+// which engines on arm64 report), and returns it as Platforms names it.
+func ParsePlatform(s string) (string, error) {
+	norm := s
+	if s == "linux/arm64/v8" {
+		norm = "linux/arm64"
+	}
 	if !slices.Contains(Platforms, norm) {
-		return platform{}, fmt.Errorf("platform %q: kindtest builds node images for %s", s, strings.Join(Platforms, " and "))
+		return "", fmt.Errorf("kindtest builds images for %s, not %q", strings.Join(Platforms, " and "), s)
+	}
+	return norm, nil
+}
+
+// parsePlatform checks s (see ParsePlatform) and returns it as a target
+// with foreign unset.
+func parsePlatform(s string) (platform, error) {
+	norm, err := ParsePlatform(s)
+	if err != nil {
+		return platform{}, err
 	}
 	return platform{arch: strings.TrimPrefix(norm, "linux/")}, nil
 }

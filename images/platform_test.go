@@ -15,10 +15,15 @@ func TestParsePlatform(t *testing.T) {
 			t.Errorf("parsePlatform(%q) = %+v, %v; want arch %s", in, p, err, arch)
 		}
 	}
-	for _, in := range []string{"", "arm64", "linux/arm/v7", "windows/amd64", "linux/riscv64"} {
+	for _, in := range []string{"", "arm64", "linux/arm/v7", "linux/amd64/v8", "windows/amd64", "linux/riscv64"} {
 		_, err := parsePlatform(in)
 		if err == nil || !strings.Contains(err.Error(), "linux/amd64 and linux/arm64") {
 			t.Errorf("parsePlatform(%q): %v, want an error naming the platforms kindtest builds", in, err)
+		}
+	}
+	for in, want := range map[string]string{"linux/amd64": "linux/amd64", "linux/arm64": "linux/arm64", "linux/arm64/v8": "linux/arm64"} {
+		if got, err := ParsePlatform(in); err != nil || got != want {
+			t.Errorf("ParsePlatform(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	if err := WithPlatform("linux/s390x")(&buildConfig{}); err == nil || !strings.Contains(err.Error(), "WithPlatform") {

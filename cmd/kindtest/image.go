@@ -50,8 +50,10 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	if *file == "" {
 		return usageError{"image save: name the file with -o FILE"}
 	}
-	if *platform != "" && !slices.Contains(images.Platforms, *platform) {
-		return usageError{fmt.Sprintf("image save: -platform %q: kindtest builds images for %s", *platform, strings.Join(images.Platforms, ", "))}
+	if *platform != "" {
+		if *platform, err = images.ParsePlatform(*platform); err != nil {
+			return usageError{fmt.Sprintf("image save: -platform: %v", err)}
+		}
 	}
 	start := time.Now()
 	dc, err := docker.New(ctx)
