@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -100,9 +101,37 @@ func (p platform) String() string { return "linux/" + p.arch }
 // suffix is what the images of a foreign platform carry after their tag.
 func (p platform) suffix() string {
 	if p.foreign {
-		return "-" + p.arch
+		return PlatformSuffix(p.String())
 	}
 	return ""
+}
+
+// PlatformSuffix is what the images built for platform (one of
+// Platforms) carry after their tag on an engine of another platform, so
+// that they live beside the engine's own (see WithPlatform): "-arm64" for
+// linux/arm64, as in kindtest/node:v1.37.2-arm64. The same suffix names
+// each platform's image in a registry beside a multi-platform index.
+func PlatformSuffix(platform string) string { return "-" + path.Base(platform) }
+
+// WithoutPlatformSuffix returns ref without the suffix of platform (see
+// PlatformSuffix) after its version, the name an engine of that platform
+// expects: "kindtest/node:v1.37.2-arm64-<hash>" is
+// "kindtest/node:v1.37.2-<hash>" for linux/arm64. A ref whose tag carries
+// no such suffix is returned as it is.
+func WithoutPlatformSuffix(ref, platform string) string {
+	suffix := PlatformSuffix(platform)
+	i := strings.LastIndexByte(ref, ':')
+	if i <= strings.LastIndexByte(ref, '/') {
+		return ref
+	}
+	name, tag := ref[:i], ref[i+1:]
+	if t, ok := strings.CutSuffix(tag, suffix); ok {
+		return name + ":" + t
+	}
+	if j := strings.LastIndex(tag, suffix+"-"); j > 0 {
+		return name + ":" + tag[:j] + tag[j+len(suffix):]
+	}
+	return ref
 }
 
 // goEnv is what go build needs beside goEnv to build the target's programs.

@@ -34,7 +34,7 @@ func TestParsePlatform(t *testing.T) {
 func TestPlatformNames(t *testing.T) {
 	native := platform{arch: "amd64"}
 	foreign := platform{arch: "arm64", foreign: true}
-	if native.suffix() != "" || foreign.suffix() != "-arm64" {
+	if native.suffix() != "" || foreign.suffix() != "-arm64" || PlatformSuffix("linux/amd64") != "-amd64" {
 		t.Errorf("suffixes %q and %q", native.suffix(), foreign.suffix())
 	}
 	res := Result{suffix: foreign.suffix()}
@@ -120,4 +120,18 @@ func TestCheckEmulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("enabled entry")
+}
+
+func TestWithoutPlatformSuffix(t *testing.T) {
+	for ref, want := range map[string]string{
+		"kindtest/node:v1.37.2-arm64":              "kindtest/node:v1.37.2",
+		"kindtest/node:v1.37.2-arm64-0123456789ab": "kindtest/node:v1.37.2-0123456789ab",
+		"kindtest/reaper:v3-arm64":                 "kindtest/reaper:v3",
+		"kindtest/node:v1.37.2-0123456789ab":       "kindtest/node:v1.37.2-0123456789ab",
+		"localhost:5000/kindtest/node":             "localhost:5000/kindtest/node",
+	} {
+		if got := WithoutPlatformSuffix(ref, "linux/arm64"); got != want {
+			t.Errorf("WithoutPlatformSuffix(%s, linux/arm64) = %s, want %s", ref, got, want)
+		}
+	}
 }

@@ -246,17 +246,3 @@ func TestParsePlatforms(t *testing.T) {
 		t.Errorf("a trailing comma: %v", err)
 	}
 }
-
-func TestWithoutSuffix(t *testing.T) {
-	for ref, want := range map[string]string{
-		"kindtest/node:v1.37.2-arm64":              "kindtest/node:v1.37.2",
-		"kindtest/node:v1.37.2-arm64-0123456789ab": "kindtest/node:v1.37.2-0123456789ab",
-		"kindtest/reaper:v3-arm64":                 "kindtest/reaper:v3",
-		"kindtest/node:v1.37.2-0123456789ab":       "kindtest/node:v1.37.2-0123456789ab",
-		"localhost:5000/kindtest/node":             "localhost:5000/kindtest/node",
-	} {
-		if got := withoutSuffix(ref, "-arm64"); got != want {
-			t.Errorf("withoutSuffix(%s) = %s, want %s", ref, got, want)
-		}
-	}
-}
