@@ -188,10 +188,3 @@ func builderExit(name string, code int, logs string) error {
 
 // timeoutRemove bounds the removal of a builder container.
 const timeoutRemove = 30 * time.Second
-
-type closeFunc struct {
-	io.Reader
-	close func() error
-}
-
-func (c *closeFunc) Close() error { return c.close() }
