@@ -70,6 +70,9 @@ type buildConfig struct {
 	// inEngine makes the root file systems in a builder container on the
 	// engine (see WithInEngine).
 	inEngine bool
+	// builderFrom is the image the builder container starts FROM:
+	// DebianImage, or another reference in a test.
+	builderFrom string
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.
@@ -114,7 +117,7 @@ func WithCacheDir(dir string) BuildOption {
 }
 
 func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
-	c := &buildConfig{logger: silent{}}
+	c := &buildConfig{logger: silent{}, builderFrom: DebianImage}
 	var errs []error
 	for _, opt := range opts {
 		if err := opt(c); err != nil {

@@ -120,6 +120,16 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 
 func (t *tailBuffer) String() string { return string(t.buf) }
 
+// closeFunc is a reader whose Close runs close: a root file system's
+// stream that removes what it is read from (a temporary file, a builder
+// container) when it is closed.
+type closeFunc struct {
+	io.Reader
+	close func() error
+}
+
+func (c *closeFunc) Close() error { return c.close() }
+
 // lockFile takes an exclusive lock on path, waiting (and saying so) while
 // another build holds it, and returns the function that releases it.
 func lockFile(ctx context.Context, path string, logger Logger) (func(), error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"path"
 	"runtime"
 	"strings"
 	"time"
@@ -34,18 +35,21 @@ func WithInEngine() BuildOption {
 // DebianImage is the image the builder container starts from.
 const DebianImage = "debian:" + debianSuite
 
-// builderDockerfile makes the builder image: mmdebstrap and what it needs
-// to make root file systems of another architecture under an engine
-// host's binfmt_misc emulation (arch-test to tell).
-const builderDockerfile = `FROM ` + DebianImage + `
+// builderDockerfile makes the builder image FROM from: mmdebstrap and
+// what it needs to make root file systems of another architecture under
+// an engine host's binfmt_misc emulation (arch-test to tell).
+func builderDockerfile(from string) string {
+	return `FROM ` + from + `
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap arch-test ca-certificates >/dev/null \
  && rm -rf /var/lib/apt/lists/*
 `
+}
 
-// builderRef is the builder image's reference, tagged by its recipe.
-func builderRef() string {
-	return "kindtest/builder:" + debianSuite + "-" + hashStrings(builderDockerfile)[:hashLength]
+// builderRef is the reference of the builder image FROM from, tagged by
+// its recipe.
+func builderRef(from string) string {
+	return "kindtest/builder:" + debianSuite + "-" + hashStrings(builderDockerfile(from))[:hashLength]
 }
 
 // rootfsInEngine reports whether the root file systems are made on the engine:
@@ -58,33 +62,69 @@ func (c *buildConfig) rootfsInEngine() bool {
 	return err != nil
 }
 
-// ensureBuilder builds the builder image unless it exists.
-func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger) (string, error) {
-	ref := builderRef()
+// ensureBuilder builds the builder image FROM from unless it exists, and
+// returns its reference.
+func ensureBuilder(ctx context.Context, cli *docker.Client, logger Logger, from string) (string, error) {
+	ref := builderRef(from)
 	if _, err := cli.InspectImage(ctx, ref); err == nil {
 		return ref, nil
 	} else if !docker.IsNotFound(err) {
 		return "", err
 	}
-	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, DebianImage)
-	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile), mode: 0o644}})
+	// Pulled apart from the build, so that a base the engine cannot get
+	// is told from a Debian mirror the build cannot reach.
+	if _, err := cli.InspectImage(ctx, from); docker.IsNotFound(err) {
+		logger.Printf("  pulling %s, which the builder image starts FROM", from)
+		if err := cli.PullImage(ctx, from, nil); err != nil {
+			return "", fmt.Errorf("the builder image %s starts FROM %s, which the engine does not have and cannot pull: %w\n%s", ref, from, err, baseNeeds(from))
+		}
+	} else if err != nil {
+		return "", err
+	}
+	logger.Printf("  building the builder image %s FROM %s (apt-get install mmdebstrap)", ref, from)
+	tarStream := contextTar([]tarFile{{name: "Dockerfile", data: []byte(builderDockerfile(from)), mode: 0o644}})
 	defer tarStream.Close()
 	var out tailBuffer
 	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile"}, &out); err != nil {
-		return "", fmt.Errorf("build the builder image FROM %s (the engine pulls it, and the builder reaches Debian's mirror): %w\n%s", DebianImage, err, out.String())
+		return "", fmt.Errorf("build the builder image %s FROM %s (its apt-get install of mmdebstrap needs Debian's mirror, from the engine's network): %w\n%s", ref, from, err, out.String())
 	}
 	return ref, nil
 }
 
-// rootfsInContainer runs mmdebstrap with args (the last one the output
-// file, below /out) in a builder container on the engine and returns the
-// root file system's tar stream, which the caller closes; the container
-// is removed then.
-func rootfsInContainer(ctx context.Context, cli *docker.Client, logger Logger, name string, labels map[string]string, args []string) (io.ReadCloser, error) {
-	builder, err := ensureBuilder(ctx, cli, logger)
+// baseNeeds says how to give the engine the image from, which the
+// builder image starts FROM.
+func baseNeeds(from string) string {
+	return `The engine must be able to pull it (its registry reachable, or a registry
+mirror set in its daemon.json), or be given it, by one of:
+  - docker pull ` + from + ` (after docker login, if its registry asks for one);
+  - docker load -i FILE, of the image saved with docker save where it is;
+  - docker tag IMAGE ` + from + `, for a Debian ` + debianSuite + ` image the engine has.
+Or, on Linux, install mmdebstrap (apt-get install mmdebstrap) and build
+without -in-engine (images.WithInEngine): no builder image is needed then.`
+}
+
+// rootfsOnEngine runs mmdebstrap with args in a builder container on the
+// engine (see rootfsInContainer) for the root file system r, to be
+// imported as ref.
+func (b *builder) rootfsOnEngine(ctx context.Context, r rootfs, ref string, args []string) (io.ReadCloser, error) {
+	where := "in a builder container on the engine"
+	if b.platform.foreign {
+		where += ", for " + b.platform.String() + " under the engine's emulation (minutes)"
+	}
+	b.cfg.logger.Printf("  building %s with mmdebstrap %s", ref, where)
+	builderImage, err := ensureBuilder(ctx, b.cli, b.cfg.logger, b.cfg.builderFrom)
 	if err != nil {
 		return nil, err
 	}
+	name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-" + path.Base(r.repo)
+	return rootfsInContainer(ctx, b.cli, builderImage, name, b.buildLabels(), append(args, debianSuite, "/out/rootfs.tar"))
+}
+
+// rootfsInContainer runs mmdebstrap with args (the last one the output
+// file, below /out) in a container of the builder image on the engine
+// and returns the root file system's tar stream, which the caller closes;
+// the container is removed then.
+func rootfsInContainer(ctx context.Context, cli *docker.Client, builderImage, name string, labels map[string]string, args []string) (io.ReadCloser, error) {
 	// Privileged: mmdebstrap's root mode mounts /proc, /sys and /dev in
 	// the chroot, and a root file system of another architecture needs
 	// the engine host's binfmt_misc, mounted here.
@@ -92,7 +132,7 @@ func rootfsInContainer(ctx context.Context, cli *docker.Client, logger Logger, n
 mkdir -p /out && exec mmdebstrap "$@"`
 	id, err := cli.CreateContainer(ctx, docker.ContainerSpec{
 		Name:       name,
-		Image:      builder,
+		Image:      builderImage,
 		Labels:     labels,
 		Entrypoint: append([]string{"sh", "-c", script, "mmdebstrap"}, args...),
 		Privileged: true,
@@ -100,25 +140,23 @@ mkdir -p /out && exec mmdebstrap "$@"`
 	if err != nil {
 		return nil, err
 	}
-	remove := func() {
+	remove := func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutRemove)
 		defer cancel()
-		_ = cli.RemoveContainer(rctx, id)
+		return cli.RemoveContainer(rctx, id)
 	}
 	code, err := cli.StartAndWait(ctx, id)
 	if err == nil && code != 0 {
 		logs, _ := cli.ContainerLogs(context.WithoutCancel(ctx), id, 40)
-		err = fmt.Errorf("mmdebstrap in the builder container: exit code %d:\n%s", code, logs)
+		err = builderExit(name, code, logs)
 	}
 	if err != nil {
-		remove()
-		return nil, err
+		return nil, errors.Join(err, remove())
 	}
 	out := args[len(args)-1]
 	copied, err := cli.CopyFromContainer(ctx, id, out)
 	if err != nil {
-		remove()
-		return nil, err
+		return nil, errors.Join(err, remove())
 	}
 	// The copy is a tar stream holding the one file.
 	tr := tar.NewReader(copied)
@@ -129,21 +167,24 @@ mkdir -p /out && exec mmdebstrap "$@"`
 		}
 		if err != nil {
 			copied.Close()
-			remove()
-			return nil, err
+			return nil, errors.Join(err, remove())
 		}
 		if hdr.Typeflag == tar.TypeReg && strings.HasSuffix(out, "/"+hdr.Name) {
-			return &closeFunc{Reader: tr, close: func() error { err := copied.Close(); remove(); return err }}, nil
+			return &closeFunc{Reader: tr, close: func() error { return errors.Join(copied.Close(), remove()) }}, nil
 		}
 	}
 }
 
-// timeoutRemove bounds the removal of a builder container.
-const timeoutRemove = 30 * time.Second
-
-type closeFunc struct {
-	io.Reader
-	close func() error
+// builderExit is the error of the builder container name that ended
+// with code before mmdebstrap finished, with logs, its last lines.
+func builderExit(name string, code int, logs string) error {
+	// 128+n is how a process killed by signal n ends (mmdebstrap's own
+	// failures end with small codes, or 255).
+	if signal := code - 128; signal > 0 && signal <= 64 {
+		return fmt.Errorf("the builder container %s was killed by signal %d (exit code %d: docker kill, the kernel's OOM killer, or the engine stopping) before mmdebstrap finished; it is removed and nothing was imported, and running the build again starts a new one:\n%s", name, signal, code, logs)
+	}
+	return fmt.Errorf("mmdebstrap in the builder container %s exited with code %d:\n%s", name, code, logs)
 }
 
-func (c *closeFunc) Close() error { return c.close() }
+// timeoutRemove bounds the removal of a builder container.
+const timeoutRemove = 30 * time.Second

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -46,12 +47,26 @@ type platform struct {
 	foreign bool
 }
 
-// parsePlatform checks one of Platforms ("linux/arm64", and its variant
-// form "linux/arm64/v8") and returns it with foreign unset.
-func parsePlatform(s string) (platform, error) {
-	norm := strings.TrimSuffix(s, "/v8")
+// ParsePlatform checks that kindtest builds images for the platform s,
+// one of Platforms or the variant form of linux/arm64 ("linux/arm64/v8",
+// which engines on arm64 report), and returns it as Platforms names it.
+func ParsePlatform(s string) (string, error) {
+	norm := s
+	if s == "linux/arm64/v8" {
+		norm = "linux/arm64"
+	}
 	if !slices.Contains(Platforms, norm) {
-		return platform{}, fmt.Errorf("platform %q: kindtest builds node images for %s", s, strings.Join(Platforms, " and "))
+		return "", fmt.Errorf("kindtest builds images for %s, not %q", strings.Join(Platforms, " and "), s)
+	}
+	return norm, nil
+}
+
+// parsePlatform checks s (see ParsePlatform) and returns it as a target
+// with foreign unset.
+func parsePlatform(s string) (platform, error) {
+	norm, err := ParsePlatform(s)
+	if err != nil {
+		return platform{}, err
 	}
 	return platform{arch: strings.TrimPrefix(norm, "linux/")}, nil
 }
@@ -86,9 +101,37 @@ func (p platform) String() string { return "linux/" + p.arch }
 // suffix is what the images of a foreign platform carry after their tag.
 func (p platform) suffix() string {
 	if p.foreign {
-		return "-" + p.arch
+		return PlatformSuffix(p.String())
 	}
 	return ""
+}
+
+// PlatformSuffix is what the images built for platform (one of
+// Platforms) carry after their tag on an engine of another platform, so
+// that they live beside the engine's own (see WithPlatform): "-arm64" for
+// linux/arm64, as in kindtest/node:v1.37.2-arm64. The same suffix names
+// each platform's image in a registry beside a multi-platform index.
+func PlatformSuffix(platform string) string { return "-" + path.Base(platform) }
+
+// WithoutPlatformSuffix returns ref without the suffix of platform (see
+// PlatformSuffix) after its version, the name an engine of that platform
+// expects: "kindtest/node:v1.37.2-arm64-<hash>" is
+// "kindtest/node:v1.37.2-<hash>" for linux/arm64. A ref whose tag carries
+// no such suffix is returned as it is.
+func WithoutPlatformSuffix(ref, platform string) string {
+	suffix := PlatformSuffix(platform)
+	i := strings.LastIndexByte(ref, ':')
+	if i <= strings.LastIndexByte(ref, '/') {
+		return ref
+	}
+	name, tag := ref[:i], ref[i+1:]
+	if t, ok := strings.CutSuffix(tag, suffix); ok {
+		return name + ":" + t
+	}
+	if j := strings.LastIndex(tag, suffix+"-"); j > 0 {
+		return name + ":" + tag[:j] + tag[j+len(suffix):]
+	}
+	return ref
 }
 
 // goEnv is what go build needs beside goEnv to build the target's programs.

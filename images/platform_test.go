@@ -15,10 +15,15 @@ func TestParsePlatform(t *testing.T) {
 			t.Errorf("parsePlatform(%q) = %+v, %v; want arch %s", in, p, err, arch)
 		}
 	}
-	for _, in := range []string{"", "arm64", "linux/arm/v7", "windows/amd64", "linux/riscv64"} {
+	for _, in := range []string{"", "arm64", "linux/arm/v7", "linux/amd64/v8", "windows/amd64", "linux/riscv64"} {
 		_, err := parsePlatform(in)
 		if err == nil || !strings.Contains(err.Error(), "linux/amd64 and linux/arm64") {
 			t.Errorf("parsePlatform(%q): %v, want an error naming the platforms kindtest builds", in, err)
+		}
+	}
+	for in, want := range map[string]string{"linux/amd64": "linux/amd64", "linux/arm64": "linux/arm64", "linux/arm64/v8": "linux/arm64"} {
+		if got, err := ParsePlatform(in); err != nil || got != want {
+			t.Errorf("ParsePlatform(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	if err := WithPlatform("linux/s390x")(&buildConfig{}); err == nil || !strings.Contains(err.Error(), "WithPlatform") {
@@ -29,7 +34,7 @@ func TestParsePlatform(t *testing.T) {
 func TestPlatformNames(t *testing.T) {
 	native := platform{arch: "amd64"}
 	foreign := platform{arch: "arm64", foreign: true}
-	if native.suffix() != "" || foreign.suffix() != "-arm64" {
+	if native.suffix() != "" || foreign.suffix() != "-arm64" || PlatformSuffix("linux/amd64") != "-amd64" {
 		t.Errorf("suffixes %q and %q", native.suffix(), foreign.suffix())
 	}
 	res := Result{suffix: foreign.suffix()}
@@ -115,4 +120,18 @@ func TestCheckEmulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("enabled entry")
+}
+
+func TestWithoutPlatformSuffix(t *testing.T) {
+	for ref, want := range map[string]string{
+		"kindtest/node:v1.37.2-arm64":              "kindtest/node:v1.37.2",
+		"kindtest/node:v1.37.2-arm64-0123456789ab": "kindtest/node:v1.37.2-0123456789ab",
+		"kindtest/reaper:v3-arm64":                 "kindtest/reaper:v3",
+		"kindtest/node:v1.37.2-0123456789ab":       "kindtest/node:v1.37.2-0123456789ab",
+		"localhost:5000/kindtest/node":             "localhost:5000/kindtest/node",
+	} {
+		if got := WithoutPlatformSuffix(ref, "linux/arm64"); got != want {
+			t.Errorf("WithoutPlatformSuffix(%s, linux/arm64) = %s, want %s", ref, got, want)
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -110,13 +109,7 @@ func (b *builder) rootfsImage(ctx context.Context, r rootfs) error {
 	args := append([]string{"--include=" + strings.Join(pkgs, ","), "--architectures=" + b.platform.arch}, mmdebstrapArgs...)
 	var rootfs io.ReadCloser
 	if b.cfg.rootfsInEngine() {
-		where := "in a builder container on the engine"
-		if b.platform.foreign {
-			where += ", for " + b.platform.String() + " under the engine's emulation (minutes)"
-		}
-		b.cfg.logger.Printf("  building %s with mmdebstrap %s", ref, where)
-		name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-" + path.Base(r.repo)
-		rootfs, err = rootfsInContainer(ctx, b.cli, b.cfg.logger, name, b.buildLabels(), append(args, debianSuite, "/out/rootfs.tar"))
+		rootfs, err = b.rootfsOnEngine(ctx, r, ref, args)
 	} else {
 		rootfs, err = b.rootfsOnHost(ctx, ref, args)
 	}

@@ -50,8 +50,10 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	if *file == "" {
 		return usageError{"image save: name the file with -o FILE"}
 	}
-	if *platform != "" && !slices.Contains(images.Platforms, *platform) {
-		return usageError{fmt.Sprintf("image save: -platform %q: kindtest builds images for %s", *platform, strings.Join(images.Platforms, ", "))}
+	if *platform != "" {
+		if *platform, err = images.ParsePlatform(*platform); err != nil {
+			return usageError{fmt.Sprintf("image save: -platform: %v", err)}
+		}
 	}
 	start := time.Now()
 	dc, err := docker.New(ctx)
@@ -59,14 +61,16 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer dc.Close()
-	suffix := ""
+	// foreign is the platform asked for where the engine's is another:
+	// its images carry its suffix here, and lose it in the archive.
+	foreign, suffix := "", ""
 	if *platform != "" {
 		info, err := dc.Info(ctx)
 		if err != nil {
 			return fmt.Errorf("image save: %w", err)
 		}
 		if engine, _ := info.Platform(); engine != *platform {
-			suffix = "-" + path.Base(*platform)
+			foreign, suffix = *platform, images.PlatformSuffix(*platform)
 		}
 	}
 	if len(refs) == 0 {
@@ -74,13 +78,13 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 		node, err := dc.InspectImage(ctx, nodeRef)
 		if err != nil {
 			build := "kindtest build"
-			if suffix != "" {
-				build += " -platform " + *platform
+			if foreign != "" {
+				build += " -platform " + foreign
 			}
 			return fmt.Errorf("image save: %w (build it first with `%s`)", err, build)
 		}
 		for _, tag := range node.Tags {
-			if strings.HasPrefix(tag, "kindtest/node:") && (suffix == "" || withoutSuffix(tag, suffix) != tag) {
+			if strings.HasPrefix(tag, "kindtest/node:") && (foreign == "" || images.WithoutPlatformSuffix(tag, foreign) != tag) {
 				refs = append(refs, tag)
 			}
 		}
@@ -93,10 +97,10 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	slices.Sort(refs)
 	renames := map[string]string{}
 	for _, ref := range refs {
-		if suffix == "" {
+		if foreign == "" {
 			continue
 		}
-		if plain := withoutSuffix(ref, suffix); plain != ref {
+		if plain := images.WithoutPlatformSuffix(ref, foreign); plain != ref {
 			renames[ref] = plain
 		}
 	}
@@ -136,24 +140,6 @@ func imageSave(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "saved %s to %s (%d MB) in %s\n", strings.Join(saved, ", "), *file, n>>20, time.Since(start).Round(100*time.Millisecond))
 	return nil
-}
-
-// withoutSuffix returns ref without the platform suffix after its version
-// ("kindtest/node:v1.37.2-arm64-<hash>" is "kindtest/node:v1.37.2-<hash>"
-// for "-arm64"), or ref when its tag carries none.
-func withoutSuffix(ref, suffix string) string {
-	i := strings.LastIndexByte(ref, ':')
-	if i <= strings.LastIndexByte(ref, '/') {
-		return ref
-	}
-	name, tag := ref[:i], ref[i+1:]
-	if t, ok := strings.CutSuffix(tag, suffix); ok {
-		return name + ":" + t
-	}
-	if j := strings.LastIndex(tag, suffix+"-"); j > 0 {
-		return name + ":" + tag[:j] + tag[j+len(suffix):]
-	}
-	return ref
 }
 
 // countingWriter counts what passes through it.
@@ -322,8 +308,7 @@ func pushMultiPlatform(ctx context.Context, results []images.Result, ref string,
 	indexes := map[string]map[string]string{} // plain remote -> platform -> per-platform remote
 	var order []string
 	for _, res := range results {
-		arch := res.Platform[strings.LastIndexByte(res.Platform, '/')+1:]
-		pairs := pushList(res, ref, "-"+arch)
+		pairs := pushList(res, ref, images.PlatformSuffix(res.Platform))
 		if err := pushPairs(ctx, dc, pairs, out); err != nil {
 			return err
 		}

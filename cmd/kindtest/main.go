@@ -205,17 +205,18 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 	}
 }
 
-// parsePlatforms splits -platform's list; no list is one build for the
+// parsePlatforms splits -platform's list and checks each platform (see
+// images.ParsePlatform), without repeats; no list is one build for the
 // engine's platform ("").
 func parsePlatforms(list string) ([]string, error) {
 	if list == "" {
 		return []string{""}, nil
 	}
 	var platforms []string
-	for _, p := range strings.Split(list, ",") {
-		p = strings.TrimSpace(p)
-		if !slices.Contains(images.Platforms, strings.TrimSuffix(p, "/v8")) {
-			return nil, usageError{fmt.Sprintf("build: -platform %q: kindtest builds for %s (comma-separated for several)", p, strings.Join(images.Platforms, ", "))}
+	for _, item := range strings.Split(list, ",") {
+		p, err := images.ParsePlatform(strings.TrimSpace(item))
+		if err != nil {
+			return nil, usageError{fmt.Sprintf("build: -platform: %v (comma-separated for several)", err)}
 		}
 		if !slices.Contains(platforms, p) {
 			platforms = append(platforms, p)

@@ -20,7 +20,7 @@ import (
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{nil, {"frobnicate"}, {"delete"}, {"logs"}, {"list", "-bogus"},
 		{"build", "-platform", "linux/s390x"}, {"build", "-platform", "linux/amd64,arm64"},
-		{"image", "save", "-o", "x.tar", "-platform", "windows/amd64"}} {
+		{"image", "save", "-o", "x.tar", "-platform", "windows/amd64"}, {"image", "save", "-o", "x.tar", "-platform", "linux/amd64/v8"}} {
 		var out bytes.Buffer
 		err := run(context.Background(), args, &out)
 		var ue usageError
@@ -231,31 +231,18 @@ func TestPoolCommand(t *testing.T) {
 
 func TestParsePlatforms(t *testing.T) {
 	for list, want := range map[string]string{
-		"":                         "",
-		"linux/arm64":              "linux/arm64",
-		"linux/amd64,linux/arm64":  "linux/amd64 linux/arm64",
-		"linux/arm64, linux/arm64": "linux/arm64",
+		"":                           "",
+		"linux/arm64":                "linux/arm64",
+		"linux/amd64,linux/arm64":    "linux/amd64 linux/arm64",
+		"linux/arm64, linux/arm64":   "linux/arm64",
+		"linux/arm64/v8,linux/arm64": "linux/arm64",
 	} {
 		got, err := parsePlatforms(list)
 		if err != nil || strings.Join(got, " ") != want {
 			t.Errorf("parsePlatforms(%q) = %q, %v; want %q", list, got, err, want)
 		}
 	}
-	if _, err := parsePlatforms("linux/arm64,"); err == nil || !strings.Contains(err.Error(), "linux/amd64, linux/arm64") {
+	if _, err := parsePlatforms("linux/arm64,"); err == nil || !strings.Contains(err.Error(), "linux/amd64 and linux/arm64") {
 		t.Errorf("a trailing comma: %v", err)
-	}
-}
-
-func TestWithoutSuffix(t *testing.T) {
-	for ref, want := range map[string]string{
-		"kindtest/node:v1.37.2-arm64":              "kindtest/node:v1.37.2",
-		"kindtest/node:v1.37.2-arm64-0123456789ab": "kindtest/node:v1.37.2-0123456789ab",
-		"kindtest/reaper:v3-arm64":                 "kindtest/reaper:v3",
-		"kindtest/node:v1.37.2-0123456789ab":       "kindtest/node:v1.37.2-0123456789ab",
-		"localhost:5000/kindtest/node":             "localhost:5000/kindtest/node",
-	} {
-		if got := withoutSuffix(ref, "-arm64"); got != want {
-			t.Errorf("withoutSuffix(%s) = %s, want %s", ref, got, want)
-		}
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -191,7 +190,7 @@ func TestRegistryPushPull(t *testing.T) {
 		ref := addr + "/" + repo + ":" + tag
 		perPlatform, ids := map[string]string{}, map[string]string{}
 		for _, platform := range images.Platforms {
-			remote := ref + "-" + path.Base(platform)
+			remote := ref + images.PlatformSuffix(platform)
 			data := make([]byte, 1<<20)
 			rand.Read(data)
 			var rootfs bytes.Buffer

@@ -163,15 +163,12 @@ func retagIndex(data []byte, renames map[string]string) ([]byte, error) {
 		}
 		m["annotations"] = a
 	}
-	if index["manifests"], ok = marshalRaw(manifests); !ok {
-		return nil, errors.New("cannot encode the manifests")
+	encoded, err := json.Marshal(manifests)
+	if err != nil {
+		return nil, err
 	}
+	index["manifests"] = encoded
 	return json.Marshal(index)
-}
-
-func marshalRaw(v any) (json.RawMessage, bool) {
-	data, err := json.Marshal(v)
-	return data, err == nil
 }
 
 // splitRef splits "name:tag" at the tag's colon (a registry's port is no
