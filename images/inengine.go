@@ -116,8 +116,19 @@ func (b *builder) rootfsOnEngine(ctx context.Context, r rootfs, ref string, args
 	if err != nil {
 		return nil, err
 	}
-	name := "kindtest-build-" + b.res.ContentHash[:hashLength] + "-" + path.Base(r.repo)
+	// A build process killed while its builder ran left the container,
+	// under the name this one uses.
+	if err := b.sweepBuilds(ctx); err != nil {
+		return nil, fmt.Errorf("remove leftovers of an earlier build: %w", err)
+	}
+	name := builderName(b.res.ContentHash, r)
 	return rootfsInContainer(ctx, b.cli, builderImage, name, b.buildLabels(), append(args, debianSuite, "/out/rootfs.tar"))
+}
+
+// builderName is the name of the builder container of the build whose
+// content hash is hash, for r.
+func builderName(hash string, r rootfs) string {
+	return "kindtest-build-" + hash[:hashLength] + "-" + path.Base(r.repo)
 }
 
 // rootfsInContainer runs mmdebstrap with args (the last one the output

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,18 @@ func TestRootfsInEngine(t *testing.T) {
 	}
 	b, r, ref := smallRootfsBuild(t, cli, p, DebianImage)
 	id := b.res.ContentHash[:hashLength]
+	// A build of the same inputs whose process was killed while its
+	// builder ran left the container, under the name this build uses.
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	leftover := b.buildLabels()
+	leftover[lifetime.LabelOwnerPID] = strconv.Itoa(dead.Process.Pid)
+	t.Cleanup(func() { cli.RemoveLabelled(context.Background(), map[string]string{lifetime.LabelBuild: id}) })
+	if _, err := cli.CreateContainer(ctx, docker.ContainerSpec{Name: builderName(b.res.ContentHash, r), Image: DebianImage, Labels: leftover}); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.rootfsImage(ctx, r); err != nil {
 		t.Fatal(err)
 	}
