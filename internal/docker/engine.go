@@ -22,6 +22,17 @@ type engine struct {
 	version string
 }
 
+// loadedName is the name of an image the engine says it loaded as ref, as
+// the archive named it: podman reports an unqualified name ("kindtest/node:v1")
+// with its own registry prefix, "localhost/", and answers to the name
+// without it as well.
+func (e engine) loadedName(ref string) string {
+	if e.podman {
+		return strings.TrimPrefix(ref, "localhost/")
+	}
+	return ref
+}
+
 // MinPodmanVersion is the oldest podman kindtest works with, through its
 // Docker-compatible API: the oldest verified (Debian bookworm's).
 const MinPodmanVersion = "4.3.0"

@@ -162,3 +162,22 @@ func TestPodmanNetworkMode(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadedName(t *testing.T) {
+	var podman5, docker26 types.Version
+	json.Unmarshal([]byte(podman5Version), &podman5)
+	json.Unmarshal([]byte(docker26Version), &docker26)
+	for _, tc := range []struct {
+		v          types.Version
+		said, want string
+	}{
+		{podman5, "localhost/kindtest/node:v1.37.2", "kindtest/node:v1.37.2"},
+		{podman5, "registry.example/kindtest/node:v1", "registry.example/kindtest/node:v1"},
+		{docker26, "kindtest/node:v1.37.2", "kindtest/node:v1.37.2"},
+		{docker26, "localhost/kindtest/node:v1", "localhost/kindtest/node:v1"},
+	} {
+		if got := engineOf(tc.v).loadedName(tc.said); got != tc.want {
+			t.Errorf("%s says it loaded %s: %s, want %s", engineOf(tc.v).version, tc.said, got, tc.want)
+		}
+	}
+}

@@ -148,7 +148,7 @@ func (c *Client) LoadImages(ctx context.Context, archive io.Reader) ([]string, e
 		}
 		for line := range strings.Lines(m.Stream) {
 			if ref, ok := strings.CutPrefix(strings.TrimSpace(line), "Loaded image: "); ok {
-				loaded = append(loaded, ref)
+				loaded = append(loaded, c.engine.loadedName(ref))
 			}
 		}
 	}
