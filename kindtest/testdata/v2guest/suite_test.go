@@ -227,7 +227,15 @@ func TestOneNode(t *testing.T) {
 	t.Run("memory limit", func(t *testing.T) {
 		oomAtLimit(ctx, t, c)
 	})
+	failed := t.Failed()
 	t.Run("delete", func(t *testing.T) {
+		// Start's cleanup exports the logs of a failed test, too late
+		// after this Delete.
+		if dir := os.Getenv("ARTIFACTS"); failed && dir != "" {
+			if _, err := c.ExportLogs(ctx, dir); err != nil {
+				t.Logf("export logs: %v", err)
+			}
+		}
 		if err := c.Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -384,19 +392,57 @@ func serviceByName(ctx context.Context, t *testing.T, c *kindtest.Cluster, pods 
 	t.Helper()
 	for _, p := range pods {
 		var out kindtest.ExecResult
-		// kube-proxy programs the Service a moment after the rollout.
-		err := retry(ctx, 3*time.Minute, func() (err error) {
+		// kube-proxy programs the Service a moment after the rollout: on
+		// hardware; in the arm64 guest, under emulation, it took 3 min 19 s
+		// in one run, more than 4 min in another.
+		// What the Service path looks like while it does not answer, once
+		// it has failed for a minute.
+		began, tries, diagnosed := time.Now(), 0, false
+		err := retry(ctx, 8*time.Minute, func() (err error) {
+			tries++
 			out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
+			if err != nil && !diagnosed && time.Since(began) > time.Minute {
+				diagnosed = true
+				t.Logf("echo Service by name from %s still fails after %v: %v", p.name, time.Since(began).Round(time.Second), err)
+				serviceDiagnostics(ctx, t, c)
+			}
 			return err
 		})
 		if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
 			t.Errorf("echo Service by name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
 		}
+		t.Logf("TIMING echo Service by name from %s: %v, %d tries", p.name, time.Since(began).Round(time.Millisecond), tries)
 	}
 	out, err := c.PodExec(ctx, "default", pods[0].name, "", "/echo", "lookup", "kubernetes.default.svc.cluster.local")
 	if err != nil || strings.TrimSpace(out.Stdout) != "10.96.0.1" {
 		t.Errorf("lookup kubernetes.default: %q %v", out.Stdout, err)
 	}
+	if t.Failed() {
+		serviceDiagnostics(ctx, t, c)
+	}
+}
+
+// serviceDiagnostics logs what the Service path is made of on each node:
+// the kube-proxy and CoreDNS containers and their last log lines, and the
+// Service rules of iptables and nftables. In a guest the console is the
+// only view, and the cluster is gone by the time the test ends.
+func serviceDiagnostics(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	const script = `crictl ps -a 2>&1 | head -30
+for name in kube-proxy coredns; do
+  for id in $(crictl ps -a -q --name "$name" 2>/dev/null); do echo "--- logs of $name $id"; crictl logs --tail 40 "$id" 2>&1; done
+done
+echo "--- iptables-save (nat, KUBE lines: $(iptables-save -t nat 2>/dev/null | grep -c KUBE))"
+iptables-save -t nat 2>&1 | grep -E 'KUBE-SERVICES|10\.96\.0\.10' | head -20
+echo "--- iptables-legacy-save (KUBE lines: $(iptables-legacy-save -t nat 2>/dev/null | grep -c KUBE))"
+echo "--- nft tables"; nft list tables 2>&1
+echo "--- conntrack"; conntrack -C 2>&1
+ip route 2>&1`
+	for _, n := range c.Nodes() {
+		res, err := n.Exec(ctx, "sh", "-c", script)
+		t.Logf("service diagnostics of %s (%v):\n%s%s", n.Name(), err, res.Stdout, res.Stderr)
+	}
+	res, err := c.Kubectl(ctx, "get", "pods,services,endpointslices", "-A", "-o", "wide")
+	t.Logf("pods, services and endpoint slices (%v):\n%s%s", err, res.Stdout, res.Stderr)
 }
 
 // oomAtLimit runs a pod limited to 64 MiB that takes memory 4 MiB at a
