@@ -16,6 +16,10 @@
 //     host, and lists what the engine still holds;
 //  4. reports pass or fail with per-phase timings.
 //
+// With -arch arm64 the guest is an arm64 machine, emulated under TCG on
+// an amd64 host, and runs the host's arm64 images (kindtest build
+// -platform linux/arm64).
+//
 // qemu never outlives the tool: it is killed on a time limit, on Ctrl-C or
 // SIGTERM, and by the kernel when the tool itself dies.
 //
