@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"github.com/kindtest/kindtest/images"
 )
 
 // guestArch is the guest's machine: Debian's and Go's architecture name and
@@ -52,12 +54,13 @@ func (a guestArch) platform() string { return "linux/" + a.Name }
 
 // hostRef is the name under which the host's engine holds the guest's
 // image ref: `kindtest build -platform` tags the images of a platform that
-// is not the host engine's with the architecture after the tag.
+// is not the host engine's with the architecture after the tag (see
+// images.PlatformSuffix).
 func (a guestArch) hostRef(ref string) string {
 	if a.native() {
 		return ref
 	}
-	return ref + "-" + a.Name
+	return ref + images.PlatformSuffix(a.platform())
 }
 
 // guestRef is the name the guest's engine gives an image the host holds as
@@ -66,7 +69,7 @@ func (a guestArch) guestRef(ref string) string {
 	if a.native() {
 		return ref
 	}
-	return strings.TrimSuffix(ref, "-"+a.Name)
+	return images.WithoutPlatformSuffix(ref, a.platform())
 }
 
 // rootlessPackages are the packages only the rootless runs need. The arm64
