@@ -158,9 +158,23 @@ func (p platform) cacheSubdir(dir string) string {
 	return filepath.Join(dir, "linux-"+p.arch)
 }
 
-// qemuNames are the names binfmt_misc registers qemu-user-static's
-// interpreters under, by Go architecture.
-var qemuNames = map[string]string{"amd64": "qemu-x86_64", "arm64": "qemu-aarch64"}
+// QemuArch is qemu's name of the Go architecture arch, which names its
+// emulators and interpreters: "x86_64" for amd64 (qemu-system-x86_64),
+// "aarch64" for arm64 (qemu-aarch64-static); "" for an architecture
+// kindtest builds no images for.
+func QemuArch(arch string) string {
+	switch arch {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return ""
+}
+
+// qemuName is the name binfmt_misc registers qemu-user-static's
+// interpreter of the Go architecture arch under: "qemu-aarch64".
+func qemuName(arch string) string { return "qemu-" + QemuArch(arch) }
 
 // binfmtDir is where the kernel lists binfmt_misc's interpreters; tests
 // replace it.
@@ -175,7 +189,7 @@ func checkEmulation(p platform) error {
 	if runtime.GOARCH == p.arch {
 		return nil
 	}
-	name := qemuNames[p.arch]
+	name := qemuName(p.arch)
 	data, err := os.ReadFile(filepath.Join(binfmtDir, name))
 	if err == nil && strings.HasPrefix(string(data), "enabled") {
 		return nil
@@ -223,5 +237,5 @@ func (b *builder) checkEngineRuns(ctx context.Context, image string) error {
 	return fmt.Errorf("the engine cannot run %s programs (/bin/true from %s: %v). "+
 		"On a Linux engine host, install qemu-user-static and make sure its interpreters are registered with binfmt_misc with the F flag "+
 		"(cat %s/%s says flags: ...F); or build on an engine that runs %s natively",
-		b.platform, image, err, binfmtDir, qemuNames[b.platform.arch], b.platform)
+		b.platform, image, err, binfmtDir, qemuName(b.platform.arch), b.platform)
 }

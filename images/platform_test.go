@@ -44,6 +44,9 @@ func TestPlatformNames(t *testing.T) {
 	if got := (Result{}).Local("registry.k8s.io/pause:3.10"); got != "registry.k8s.io/pause:3.10" {
 		t.Errorf("Local for the engine's platform = %s", got)
 	}
+	if QemuArch("amd64") != "x86_64" || QemuArch("arm64") != "aarch64" || QemuArch("riscv64") != "" || qemuName("arm64") != "qemu-aarch64" {
+		t.Errorf("qemu's names: %q %q %q %q", QemuArch("amd64"), QemuArch("arm64"), QemuArch("riscv64"), qemuName("arm64"))
+	}
 	here := platform{arch: runtime.GOARCH}
 	other := platform{arch: "arm64"}
 	if runtime.GOARCH == "arm64" {
@@ -110,8 +113,8 @@ func TestCheckEmulation(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "status"), []byte("enabled\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	check("no entry", "has no "+qemuNames[other.arch]+" entry")
-	entry := filepath.Join(dir, qemuNames[other.arch])
+	check("no entry", "has no "+qemuName(other.arch)+" entry")
+	entry := filepath.Join(dir, qemuName(other.arch))
 	if err := os.WriteFile(entry, []byte("disabled\ninterpreter /usr/libexec/qemu-binfmt/x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

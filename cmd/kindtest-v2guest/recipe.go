@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+
+	"github.com/kindtest/kindtest/images"
 )
 
 // recipe is what the guest's root file system is made of. Its key names
@@ -93,13 +95,10 @@ var tools = []tool{
 func toolsFor(a guestArch) []tool {
 	ts := append([]tool{{a.Qemu, a.QemuPackage}}, tools...)
 	if !a.native() {
-		ts = append(ts, tool{"qemu-" + qemuUserArch[a.Name] + "-static", "qemu-user-static"})
+		ts = append(ts, tool{"qemu-" + images.QemuArch(a.Name) + "-static", "qemu-user-static"})
 	}
 	return ts
 }
-
-// qemuUserArch is qemu's name of an architecture.
-var qemuUserArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 
 // checkTools reports every missing program at once, with the apt command
 // that installs them.
