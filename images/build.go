@@ -67,6 +67,9 @@ type buildConfig struct {
 	embedded bool
 	// platform is the platform to build for; "" means the engine's.
 	platform string
+	// resolved is the target WithPlatformOf gives, so that the engine is
+	// not asked again; nil means resolvePlatform finds it.
+	resolved *platform
 	// inEngine makes the root file systems in a builder container on the
 	// engine (see WithInEngine).
 	inEngine bool
@@ -124,7 +127,7 @@ func newBuildConfig(opts []BuildOption) (*buildConfig, error) {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, c.checkPlatforms())...); err != nil {
 		return nil, fmt.Errorf("node image options: %w", err)
 	}
 	if c.cacheDir == "" {
@@ -197,7 +200,7 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}
 	defer cli.Close()
-	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	p, err := cfg.target(ctx, cli)
 	if err != nil {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}

@@ -38,6 +38,46 @@ func WithPlatform(platform string) BuildOption {
 	}
 }
 
+// WithPlatformOf builds for the platform of res, a node image Build made
+// on the same engine, and takes that build's finding of whether the
+// engine's platform is another one instead of asking the engine again:
+// the reaper, registry and load-balancer images built beside the node
+// image then carry its suffix (see Result.Local). Given with
+// WithPlatform, both must name the same platform. Default: the platform
+// WithPlatform names, compared with the engine's.
+func WithPlatformOf(res Result) BuildOption {
+	return func(c *buildConfig) error {
+		p, err := parsePlatform(res.Platform)
+		if err != nil {
+			return fmt.Errorf("WithPlatformOf: want a Result of Build: %w", err)
+		}
+		p.foreign = res.suffix != ""
+		c.resolved = &p
+		return nil
+	}
+}
+
+// checkPlatforms reports WithPlatform and WithPlatformOf naming two
+// platforms.
+func (c *buildConfig) checkPlatforms() error {
+	if c.resolved == nil || c.platform == "" {
+		return nil
+	}
+	if norm, _ := ParsePlatform(c.platform); norm != c.resolved.String() {
+		return fmt.Errorf("WithPlatform(%q) and WithPlatformOf a %s image: one platform per build", c.platform, c.resolved)
+	}
+	return nil
+}
+
+// target returns the platform to build: the one WithPlatformOf gave or,
+// without it, the one resolvePlatform finds with the engine.
+func (c *buildConfig) target(ctx context.Context, cli *docker.Client) (platform, error) {
+	if c.resolved != nil {
+		return *c.resolved, nil
+	}
+	return resolvePlatform(ctx, cli, c.platform)
+}
+
 // platform is the target of one build.
 type platform struct {
 	// arch is the Go architecture of the target, which is also Debian's

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,6 +29,34 @@ func TestParsePlatform(t *testing.T) {
 	}
 	if err := WithPlatform("linux/s390x")(&buildConfig{}); err == nil || !strings.Contains(err.Error(), "WithPlatform") {
 		t.Errorf("WithPlatform(linux/s390x): %v", err)
+	}
+}
+
+// TestWithPlatformOf checks that the images built beside a node image take
+// its platform, foreign or not, without asking an engine (target has no
+// client to ask), and that it conflicts with WithPlatform naming another.
+func TestWithPlatformOf(t *testing.T) {
+	for _, res := range []Result{{Platform: "linux/arm64", suffix: "-arm64"}, {Platform: "linux/amd64"}} {
+		c := &buildConfig{}
+		if err := WithPlatformOf(res)(c); err != nil {
+			t.Fatalf("WithPlatformOf(%+v): %v", res, err)
+		}
+		p, err := c.target(context.Background(), nil)
+		if err != nil || p.String() != res.Platform || p.suffix() != res.suffix {
+			t.Errorf("target after WithPlatformOf(%+v) = %+v, %v", res, p, err)
+		}
+	}
+	if err := WithPlatformOf(Result{})(&buildConfig{}); err == nil || !strings.Contains(err.Error(), "WithPlatformOf") {
+		t.Errorf("WithPlatformOf of no build: %v", err)
+	}
+	arm64 := Result{Platform: "linux/arm64", suffix: "-arm64"}
+	dir := t.TempDir()
+	base := []BuildOption{WithSourceDir(dir), WithCacheDir(dir), WithPlatformOf(arm64)}
+	if _, err := newBuildConfig(append(base, WithPlatform("linux/amd64"))); err == nil || !strings.Contains(err.Error(), "one platform per build") {
+		t.Errorf("WithPlatform(linux/amd64) with WithPlatformOf an arm64 image: %v", err)
+	}
+	if _, err := newBuildConfig(append(base, WithPlatform("linux/arm64/v8"))); err == nil || strings.Contains(err.Error(), "one platform per build") {
+		t.Errorf("WithPlatform(linux/arm64/v8) with WithPlatformOf an arm64 image: %v, want only the missing kubernetes/go.mod", err)
 	}
 }
 

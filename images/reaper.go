@@ -56,7 +56,7 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	defer cli.Close()
-	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	p, err := cfg.target(ctx, cli)
 	if err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}

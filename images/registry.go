@@ -62,7 +62,7 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 		return fmt.Errorf("build registry image: %w", err)
 	}
 	defer cli.Close()
-	p, err := resolvePlatform(ctx, cli, cfg.platform)
+	p, err := cfg.target(ctx, cli)
 	if err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}

@@ -187,8 +187,11 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		// The node image's build asked the engine for its platform; the
+		// images beside it take the answer from its result.
+		beside := append(opts, images.WithPlatformOf(res))
 		for _, build := range []func(context.Context, ...images.BuildOption) error{images.BuildReaper, images.BuildRegistry, images.BuildLoadBalancer} {
-			if err := build(ctx, opts...); err != nil {
+			if err := build(ctx, beside...); err != nil {
 				return err
 			}
 		}
