@@ -423,20 +423,24 @@ func serviceByName(ctx context.Context, t *testing.T, c *kindtest.Cluster, pods 
 }
 
 // serviceDiagnostics logs what the Service path is made of on each node:
-// the kube-proxy and CoreDNS containers and their last log lines, and the
-// Service rules of iptables and nftables. In a guest the console is the
-// only view, and the cluster is gone by the time the test ends.
+// containerd's containers and tasks, the last log lines of kube-proxy and
+// CoreDNS, and the nat rules. In a guest the console is the only view, and
+// the cluster is gone by the time the test ends. The node has ctr,
+// iptables and conntrack, but neither crictl nor nft (images/base's
+// packages; nft is in the kube-proxy image only), so the logs are read
+// from the kubelet's files.
 func serviceDiagnostics(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
-	const script = `crictl ps -a 2>&1 | head -30
-for name in kube-proxy coredns; do
-  for id in $(crictl ps -a -q --name "$name" 2>/dev/null); do echo "--- logs of $name $id"; crictl logs --tail 40 "$id" 2>&1; done
+	const script = `echo "--- ctr -n k8s.io containers ls"; ctr -n k8s.io containers ls 2>&1 | head -40
+echo "--- ctr -n k8s.io tasks ls"; ctr -n k8s.io tasks ls 2>&1 | head -40
+for f in /var/log/pods/kube-system_kube-proxy-*/*/*.log /var/log/pods/kube-system_coredns-*/*/*.log; do
+  if [ -e "$f" ]; then echo "--- $f"; tail -n 40 "$f" 2>&1; else echo "--- no $f"; fi
 done
-echo "--- iptables-save (nat, KUBE lines: $(iptables-save -t nat 2>/dev/null | grep -c KUBE))"
-iptables-save -t nat 2>&1 | grep -E 'KUBE-SERVICES|10\.96\.0\.10' | head -20
-echo "--- iptables-legacy-save (KUBE lines: $(iptables-legacy-save -t nat 2>/dev/null | grep -c KUBE))"
-echo "--- nft tables"; nft list tables 2>&1
-echo "--- conntrack"; conntrack -C 2>&1
-ip route 2>&1`
+nat=$(iptables-save -t nat 2>&1)
+echo "--- iptables-save -t nat ($(printf '%s\n' "$nat" | grep -c KUBE) KUBE lines; iptables-legacy-save has $(iptables-legacy-save -t nat 2>/dev/null | grep -c KUBE))"
+printf '%s\n' "$nat" | head -200
+if command -v nft >/dev/null 2>&1; then echo "--- nft list ruleset"; nft list ruleset 2>&1 | head -200; else echo "--- nft list ruleset: no nft in the node"; fi
+echo "--- conntrack -C"; conntrack -C 2>&1
+echo "--- ip route"; ip route 2>&1`
 	for _, n := range c.Nodes() {
 		res, err := n.Exec(ctx, "sh", "-c", script)
 		t.Logf("service diagnostics of %s (%v):\n%s%s", n.Name(), err, res.Stdout, res.Stderr)
