@@ -39,9 +39,10 @@ const (
 // WithIPFamily sets the cluster's IP families: IPv4 (the default), IPv6
 // or DualStack. With IPv6 the nodes' network gets an IPv6 range of its
 // own (a random unique local /64), which the engine must be able to give
-// (see the README: IPv6 and dual-stack clusters); the default ranges are
-// fd00:10:244::/56 for pods, a /64 per node, and fd00:10:96::/112 for
-// Services, which WithPodSubnet and WithServiceSubnet change. In an
+// (with an engine that cannot, creation fails saying what to change). The
+// default IPv6 ranges are fd00:10:244::/56 for pods, a /64 per node, and
+// fd00:10:96::/112 for Services, which WithPodSubnet and
+// WithServiceSubnet change. In an
 // IPv6-only cluster CoreDNS answers for the cluster's names but cannot
 // reach the engine's DNS server, which has no IPv6 address, so names
 // outside the cluster do not resolve in pods; and WithPortMapping is

@@ -45,8 +45,10 @@ while [ $# -ge 3 ]; do
   masquerade)
     case $2 in
     *:*)
-      # The node forwards its pods' IPv6 traffic as it does their IPv4.
-      sysctl -qw net.ipv6.conf.all.forwarding=1
+      # The engine enables IPv6 on the node's own interface only: the
+      # bridge and the pods' interfaces made later need it too. The node
+      # forwards its pods' IPv6 traffic as it does their IPv4.
+      sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 net.ipv6.conf.all.forwarding=1
       ip6tables -t nat -A POSTROUTING -s "$2" ! -d "$3" -j MASQUERADE
       ;;
     *) iptables -t nat -A POSTROUTING -s "$2" ! -d "$3" -j MASQUERADE ;;
