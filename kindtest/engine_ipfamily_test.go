@@ -31,8 +31,9 @@ spec:
 //     the other node, the pods and the IPv6 Service answer over IPv6;
 //   - IPv6: every node and pod has only an IPv6 address; the Service
 //     answers by DNS name from the pods, the NodePort on each node's IPv6
-//     address, a LoadBalancer Service from the test process, and the API
-//     server the test process's webhooks and aggregated API (ServeHTTPS).
+//     address, a LoadBalancer Service and PortForward from the test
+//     process, and the API server the test process's webhooks and
+//     aggregated API (ServeHTTPS).
 func TestIPFamilies(t *testing.T) {
 	dc := engine(t)
 	echo, manifest := echoApp(t)
@@ -92,6 +93,15 @@ func TestIPFamilies(t *testing.T) {
 		err = retry(ctx, func() (err error) { body, err = httpGet(ctx, "http://"+addr+"/lb6"); return err })
 		if err != nil || !strings.Contains(body, "path=/lb6") {
 			t.Errorf("GET http://%s/lb6 through the load balancer: %q %v", addr, body, err)
+		}
+		// PortForward relays through the control plane to an IPv6 pod.
+		local, stop, err := c.PortForward(ctx, "default", "deployment/echo", 8080)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		if body, err := httpGet(ctx, "http://"+local+"/pf6"); err != nil || !strings.Contains(body, "path=/pf6") {
+			t.Errorf("GET http://%s/pf6 through PortForward: %q %v", local, body, err)
 		}
 		// The API server calls webhooks in the test process over IPv6.
 		t.Run("host server", func(t *testing.T) { testHostServer(ctx, t, c) })
