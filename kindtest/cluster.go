@@ -4,6 +4,7 @@ package kindtest
 
 import (
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,9 @@ type identity struct {
 	// shape is the hash of the options that make the cluster what it is
 	// (see reuseHash), set by New: reuse and pools match by it.
 	shape string
+	// network6 is the IPv6 range its creation gave the nodes' network
+	// (WithIPFamily), checked against the cluster's ranges.
+	network6 netip.Prefix
 }
 
 // access is how this process reaches a cluster.
@@ -58,9 +62,10 @@ type access struct {
 	// ports maps the control plane's container ports ("6443/tcp") to the
 	// host address they are published on.
 	ports map[string]string
-	// lbIP is the load balancer's address on the cluster's network, with
-	// several control planes (WithControlPlanes); "" with one.
-	lbIP string
+	// lbIP and lbIP6 are the load balancer's addresses on the cluster's
+	// network, with several control planes (WithControlPlanes); "" with
+	// one, and lbIP6 "" in an IPv4 cluster.
+	lbIP, lbIP6 string
 	// registryAddr is "localhost:PORT" of the cluster's registry, if any.
 	registryAddr string
 }

@@ -6,6 +6,7 @@ package kindtest
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
 )
@@ -42,13 +43,18 @@ func nodeNetworkCommand(c *Cluster, n *Node) []string {
 		return bootstrap.NodeNetworkCommand(bootstrap.NodeNetwork{})
 	}
 	net := bootstrap.NodeNetwork{
-		PodSubnet:        c.cfg.nodePodSubnet(n.index),
-		ClusterPodSubnet: c.cfg.podSubnet(),
-		BridgeNetfilter:  c.cfg.networkPolicyEnforced(),
+		PodSubnets:        c.cfg.nodePodSubnets(n.index),
+		ClusterPodSubnets: strings.Split(c.cfg.podSubnet(), ","),
+		BridgeNetfilter:   c.cfg.networkPolicyEnforced(),
 	}
 	for _, o := range c.nodes {
-		if o != n {
-			net.Routes = append(net.Routes, bootstrap.Route{Dst: c.cfg.nodePodSubnet(o.index), Via: o.ip})
+		if o == n {
+			continue
+		}
+		// Each family's range goes through the other node's address of
+		// that family.
+		for i, dst := range c.cfg.nodePodSubnets(o.index) {
+			net.Routes = append(net.Routes, bootstrap.Route{Dst: dst, Via: o.kubeIPs()[i]})
 		}
 	}
 	return bootstrap.NodeNetworkCommand(net)

@@ -315,7 +315,15 @@ func (c *Cluster) registerWithReaper(ctx context.Context) error {
 func (c *Cluster) createNetwork(ctx context.Context) error {
 	sctx, cancel := settled(ctx, c.cfg.createTimeout)
 	defer cancel()
-	if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels); err != nil {
+	var v6 netip.Prefix
+	if c.cfg.hasIPv6() {
+		v6 = nodeNetwork6()
+		c.network6 = v6
+	}
+	if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels, v6); err != nil {
+		if v6.IsValid() {
+			return fmt.Errorf("%w: WithIPFamily(%s) needs an IPv6 network (%s): %s", err, c.cfg.family(), v6, ipv6EngineHint)
+		}
 		return err
 	}
 	return c.place.joinNetwork(sctx, c.docker, c.name)
@@ -397,7 +405,10 @@ func (c *Cluster) createNode(ctx context.Context, n *Node) error {
 	if err != nil {
 		return c.nodeError(n, "inspect container", err)
 	}
-	n.ip = info.IPs[c.name]
+	n.ip, n.ip6 = info.IPs[c.name], info.IPv6s[c.name]
+	if c.cfg.hasIPv6() && n.ip6 == "" {
+		return &NodeError{Node: n.name, Step: "inspect container", Err: fmt.Errorf("the engine gave the node no IPv6 address on network %s, which WithIPFamily(%s) needs: %s", c.name, c.cfg.family(), ipv6EngineHint)}
+	}
 	if n.index == 0 {
 		if err := c.checkNodeSubnet(info.Subnets[c.name]); err != nil {
 			return &NodeError{Node: n.name, Step: "check the network's range", Err: err}
@@ -450,12 +461,20 @@ func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) erro
 // that overlaps the pod or Service range: traffic to one would go to the
 // other.
 func (c *Cluster) checkNodeSubnet(nodes netip.Prefix) error {
-	if !c.cfg.kubernetes || !nodes.IsValid() {
+	if !c.cfg.kubernetes {
 		return nil
 	}
-	for _, r := range []struct{ what, option, cidr string }{{"pod", "WithPodSubnet", c.cfg.podSubnet()}, {"Service", "WithServiceSubnet", c.cfg.serviceSubnet()}} {
-		if p := netip.MustParsePrefix(r.cidr); p.Overlaps(nodes) {
-			return fmt.Errorf("the engine gave the nodes' network %s the range %s, which overlaps the %s subnet %s: choose another %s subnet with %s, or change the engine's default-address-pools", c.name, nodes, r.what, p, r.what, r.option)
+	for _, r := range []struct {
+		what, option string
+		ranges       []netip.Prefix
+	}{{"pod", "WithPodSubnet", c.cfg.podRanges()}, {"Service", "WithServiceSubnet", c.cfg.serviceRanges()}} {
+		for _, p := range r.ranges {
+			if nodes.IsValid() && p.Overlaps(nodes) {
+				return fmt.Errorf("the engine gave the nodes' network %s the range %s, which overlaps the %s subnet %s: choose another %s subnet with %s, or change the engine's default-address-pools", c.name, nodes, r.what, p, r.what, r.option)
+			}
+			if c.network6.IsValid() && p.Overlaps(c.network6) {
+				return fmt.Errorf("the nodes' network %s got the random IPv6 range %s, which overlaps the %s subnet %s: create the cluster again, or choose another %s subnet with %s", c.name, c.network6, r.what, p, r.what, r.option)
+			}
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -259,7 +260,7 @@ func TestPruneOrphans(t *testing.T) {
 			kindtest.LabelOwnerHost: host, kindtest.LabelOwnerPID: fmt.Sprint(pid),
 			kindtest.LabelKeep: "never", kindtest.LabelCreated: time.Now().UTC().Format(time.RFC3339),
 		}
-		if _, err := dc.CreateNetwork(ctx, name, labels); err != nil {
+		if _, err := dc.CreateNetwork(ctx, name, labels, netip.Prefix{}); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = dc.RemoveLabelled(context.Background(), map[string]string{kindtest.LabelCluster: name}) })

@@ -2,7 +2,7 @@ package kindtest_test
 
 import (
 	"context"
-	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -142,25 +142,35 @@ func deployEcho(ctx context.Context, t *testing.T, c *kindtest.Cluster, image st
 func checkServiceDNS(ctx context.Context, t *testing.T, c *kindtest.Cluster, pods []pod) {
 	t.Helper()
 	for _, p := range pods {
-		var out kindtest.ExecResult
-		err := retry(ctx, func() (err error) {
-			out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", "http://echo.default.svc.cluster.local/svc")
-			return err
-		})
-		if err != nil || !strings.Contains(out.Stdout, "path=/svc") {
-			t.Errorf("Service by DNS name from %s on %s: %q %v", p.name, p.node, out.Stdout, err)
-		}
+		getFromPod(ctx, t, c, p, "http://echo.default.svc.cluster.local/svc", "path=/svc")
+	}
+}
+
+// getFromPod gets url from pod p with the echo binary, retried, and
+// checks the answer holds want.
+func getFromPod(ctx context.Context, t *testing.T, c *kindtest.Cluster, p pod, url, want string) {
+	t.Helper()
+	var out kindtest.ExecResult
+	err := retry(ctx, func() (err error) {
+		out, err = c.PodExec(ctx, "default", p.name, "", "/echo", "get", url)
+		return err
+	})
+	if err != nil || !strings.Contains(out.Stdout, want) {
+		t.Errorf("GET %s from %s on %s: %q %v", url, p.name, p.node, out.Stdout, err)
 	}
 }
 
 // checkNodePorts gets the echo NodePort (30080) on each node, from the
-// node itself.
-func checkNodePorts(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+// node itself, at the node's address ip gives (Node.IP when nil).
+func checkNodePorts(ctx context.Context, t *testing.T, c *kindtest.Cluster, ip func(*kindtest.Node) string) {
 	t.Helper()
+	if ip == nil {
+		ip = (*kindtest.Node).IP
+	}
 	for _, n := range c.Nodes() {
 		var out kindtest.ExecResult
 		err := retry(ctx, func() (err error) {
-			out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", fmt.Sprintf("http://%s:30080/np", n.IP()))
+			out, err = n.Exec(ctx, "curl", "-sS", "--max-time", "5", "http://"+net.JoinHostPort(ip(n), "30080")+"/np")
 			return err
 		})
 		if err != nil || !strings.Contains(out.Stdout, "path=/np") {

@@ -30,7 +30,7 @@ func TestKubeProxyModes(t *testing.T) {
 			t.Errorf("kube-proxy's configuration: %q %v", res.Stdout, err)
 		}
 		checkServiceDNS(ctx, t, c, pods)
-		checkNodePorts(ctx, t, c)
+		checkNodePorts(ctx, t, c, nil)
 		for _, n := range c.Nodes() {
 			// The Service's rules are nftables', not iptables'.
 			rules, err := n.Exec(ctx, "sh", "-c", "iptables-save -t nat; ip6tables-save -t nat")

@@ -109,7 +109,7 @@ func TestKubernetes(t *testing.T) {
 				}
 			})
 
-			t.Run("node port", func(t *testing.T) { checkNodePorts(ctx, t, c) })
+			t.Run("node port", func(t *testing.T) { checkNodePorts(ctx, t, c, nil) })
 
 			t.Run("host kubectl", func(t *testing.T) {
 				kubectl := hostKubectl(t)

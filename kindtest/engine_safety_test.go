@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -642,7 +643,7 @@ func TestConcurrentDeletes(t *testing.T) {
 		kindtest.LabelOwnerHost: host, kindtest.LabelOwnerPID: fmt.Sprint(dead.Process.Pid),
 		kindtest.LabelKeep: "never", kindtest.LabelCreated: time.Now().UTC().Format(time.RFC3339),
 	}
-	if _, err := dc.CreateNetwork(ctx, orphan, labels); err != nil {
+	if _, err := dc.CreateNetwork(ctx, orphan, labels, netip.Prefix{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

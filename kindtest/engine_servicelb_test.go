@@ -3,8 +3,6 @@ package kindtest_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -48,16 +46,7 @@ func TestLoadBalancerServices(t *testing.T) {
 		}
 		t.Logf("port %d at %s (%s after the Service)", port, addr, time.Since(began).Round(time.Millisecond))
 		var body string
-		err = retry(ctx, func() error {
-			resp, err := http.Get("http://" + addr + "/lb")
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			body = string(b)
-			return err
-		})
+		err = retry(ctx, func() (err error) { body, err = httpGet(ctx, "http://"+addr+"/lb"); return err })
 		if err != nil || !strings.Contains(body, "path=/lb") {
 			t.Errorf("GET http://%s/lb: %q %v", addr, body, err)
 		}

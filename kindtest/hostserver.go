@@ -19,6 +19,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,8 @@ func (c *Cluster) serveHTTPS(ctx context.Context, handler http.Handler) (*HostSe
 
 // reachableAddress is the address of this process that the nodes reach.
 func (c *Cluster) reachableAddress(ctx context.Context) (string, error) {
+	// An IPv6-only cluster's Services route IPv6 endpoints only.
+	v6 := c.cfg.family() == IPv6
 	switch c.place.kind {
 	case placementRemote:
 		return "", fmt.Errorf("this process talks to a remote engine (%s), whose nodes cannot reach it: run the test process in a container on that engine, which joins the cluster's network", c.place.publishIP)
@@ -136,7 +139,10 @@ func (c *Cluster) reachableAddress(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if ip := self.IPs[c.name]; ip != "" {
+		if ip := self.IPs[c.name]; ip != "" && !v6 {
+			return ip, nil
+		}
+		if ip := self.IPv6s[c.name]; ip != "" && v6 {
 			return ip, nil
 		}
 		return "", fmt.Errorf("this process's container %s has no address on the cluster's network %s", c.place.self.Name, c.name)
@@ -145,7 +151,10 @@ func (c *Cluster) reachableAddress(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if gw := cp.Gateways[c.name]; gw != "" {
+	if gw := cp.Gateways[c.name]; gw != "" && !v6 {
+		return gw, nil
+	}
+	if gw := cp.Gateways6[c.name]; gw != "" && v6 {
 		return gw, nil
 	}
 	return "", fmt.Errorf("the engine reports no gateway for network %s of node %s, so no address of this host is known to the nodes", c.name, cp.Name)
@@ -230,7 +239,7 @@ func (s *HostServer) createService(ctx context.Context) error {
 			"kubernetes.io/service-name":             s.service,
 			"endpointslice.kubernetes.io/managed-by": "kindtest.io",
 		}},
-		"addressType": "IPv4",
+		"addressType": familyName(netip.MustParseAddr(s.ip)),
 		"endpoints":   []any{map[string]any{"addresses": []any{s.ip}, "conditions": map[string]any{"ready": true}}},
 		"ports":       []any{map[string]any{"name": "https", "port": s.port, "protocol": "TCP"}},
 	}

@@ -22,7 +22,6 @@ var kindUnsupported = map[string]string{
 	"nodes.image":                        "every node runs the cluster's node image: use WithImage",
 	"nodes.kubeadmConfigPatches":         "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
 	"nodes.kubeadmConfigPatchesJSON6902": "kindtest writes kubeadm's configuration itself: use WithComponentArgs, WithKubeletConfig",
-	"networking.ipFamily":                "kindtest clusters are IPv4 only",
 	"networking.apiServerAddress":        "kindtest decides where the API server is published (see the README: Which engine, and from where)",
 	"networking.apiServerPort":           "the engine picks the API server's host port",
 	"networking.dnsSearch":               "the nodes' DNS search list is the engine's",
@@ -30,9 +29,7 @@ var kindUnsupported = map[string]string{
 
 // kindDefaults are values of unsupported fields that are what kindtest
 // does anyway, so that a kind config spelling them out is accepted.
-var kindDefaults = map[string]string{
-	"networking.ipFamily": "ipv4",
-}
+var kindDefaults = map[string]string{}
 
 type kindCluster struct {
 	Kind          string            `yaml:"kind"`
@@ -107,6 +104,13 @@ func applyKindConfig(c *config, data []byte) error {
 				v, _ := nw[k].(string)
 				if err := opt(v)(c); err != nil {
 					errs = append(errs, fmt.Errorf("field networking.%s: %w", k, err))
+				}
+				continue
+			}
+			if k == "ipFamily" {
+				f, _ := nw[k].(string)
+				if err := WithIPFamily(IPFamily(f))(c); err != nil {
+					errs = append(errs, fmt.Errorf("field networking.ipFamily: %w", err))
 				}
 				continue
 			}
@@ -232,4 +236,4 @@ func applyKindConfig(c *config, data []byte) error {
 }
 
 // kindFieldList is the supported subset, for messages.
-var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig", "networking.disableDefaultCNI", "networking.kubeProxyMode (iptables, nftables, ipvs)", "networking.podSubnet", "networking.serviceSubnet"}, ", ")
+var kindFieldList = strings.Join([]string{"nodes[].role", "nodes[].labels", "nodes[].extraMounts", "nodes[].extraPortMappings (control plane, TCP)", "featureGates", "runtimeConfig", "networking.disableDefaultCNI", "networking.kubeProxyMode (iptables, nftables, ipvs)", "networking.podSubnet", "networking.serviceSubnet", "networking.ipFamily (ipv4, ipv6, dual)"}, ", ")

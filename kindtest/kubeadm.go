@@ -4,11 +4,13 @@
 package kindtest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
@@ -49,8 +51,8 @@ type initParams struct {
 	extraSANs []string
 	// kubeProxyMode is kube-proxy's mode; "" is iptables.
 	kubeProxyMode KubeProxyMode
-	// podSubnet and serviceSubnet are the cluster's ranges; "" is the
-	// default.
+	// podSubnet and serviceSubnet are the cluster's ranges, one per IP
+	// family, comma-separated; "" is the IPv4 default.
 	podSubnet, serviceSubnet string
 	// rootless: the engine runs rootless, its nodes in a user namespace.
 	rootless bool
@@ -97,14 +99,14 @@ func kubeadmInitConfig(p initParams) string {
 		ClusterName:          p.cluster,
 		KubernetesVersion:    p.version,
 		Token:                p.token,
-		AdvertiseAddress:     cp.ip,
+		AdvertiseAddress:     cp.kubeIP(),
 		APIServerPort:        apiServerPort,
 		ControlPlaneEndpoint: endpoint,
 		Node:                 nodeRegistration(cp, s, p.singleNode),
 		Timeout:              p.timeout,
-		CertSANs:             append([]string{cp.ip, cp.name}, p.extraSANs...),
-		PodSubnet:            shape{pods: p.podSubnet}.podSubnet(),
-		ServiceSubnet:        shape{services: p.serviceSubnet}.serviceSubnet(),
+		CertSANs:             append(append(nonEmpty(cp.ip, cp.ip6), cp.name), p.extraSANs...),
+		PodSubnet:            cmp.Or(p.podSubnet, defaultPodSubnet),
+		ServiceSubnet:        cmp.Or(p.serviceSubnet, defaultServiceSubnet),
 		DNSDomain:            dnsDomain,
 		EtcdArgs: bootstrapArgs(s.componentArgs(Etcd,
 			// The cluster lives as long as a test; losing it on a host crash is fine.
@@ -156,7 +158,7 @@ func kubeadmJoinConfig(n *Node, version, token string, timeout time.Duration, s 
 		untainted = n.cluster != nil && n.cluster.cfg.workers == 0
 		// The shared certificates were copied from the first control plane
 		// beforehand (see joinControlPlane); kubeadm makes the rest.
-		cfg.ControlPlaneAddress = n.ip
+		cfg.ControlPlaneAddress = n.kubeIP()
 	}
 	cfg.Node = nodeRegistration(n, s, untainted)
 	return cfg.YAML()
@@ -168,7 +170,7 @@ func kubeadmJoinConfig(n *Node, version, token string, timeout time.Duration, s 
 func nodeRegistration(n *Node, s *settings, singleNode bool) bootstrap.NodeRegistration {
 	labels := map[string]string{nodeIndexLabel: fmt.Sprint(n.index)}
 	maps.Copy(labels, s.nodeLabels[n.index])
-	kubeletArgs := s.componentArgs(Kubelet, arg{"node-ip", n.ip}, arg{"node-labels", joinLabels(labels)})
+	kubeletArgs := s.componentArgs(Kubelet, arg{"node-ip", strings.Join(n.kubeIPs(), ",")}, arg{"node-labels", joinLabels(labels)})
 	// feature-gates go into the KubeletConfiguration, not on the command line.
 	kubeletArgs = slices.DeleteFunc(kubeletArgs, func(a arg) bool { return a.name == "feature-gates" })
 	taints, untainted := s.taints(n, singleNode)
@@ -188,6 +190,11 @@ func kubeletConfig(n *Node, s *settings, version string) bootstrap.KubeletConfig
 		version = KubernetesVersion
 	}
 	return bootstrap.KubeletConfig{Version: version, CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
+}
+
+// nonEmpty is the strings of ss that are not "".
+func nonEmpty(ss ...string) []string {
+	return slices.DeleteFunc(ss, func(s string) bool { return s == "" })
 }
 
 // bootstrapArgs is args as bootstrap renders them.

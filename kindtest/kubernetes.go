@@ -123,8 +123,8 @@ func (c *Cluster) initParams(cr *creation, cp *Node) initParams {
 		extraSANs:     append(c.place.certSANs(), c.lbSANs()...),
 		kubeProxyMode: c.cfg.proxyMode(),
 		rootless:      cr.rootless,
-		podSubnet:     c.cfg.pods,
-		serviceSubnet: c.cfg.services,
+		podSubnet:     c.cfg.podSubnet(),
+		serviceSubnet: c.cfg.serviceSubnet(),
 	}
 	if c.cfg.noDefaultCNI {
 		p.podRanges = podRangesAllocated

@@ -38,8 +38,8 @@ func loadBalancerSpec(c *Cluster) docker.ContainerSpec {
 // setLoadBalancer records the load balancer's addresses from its
 // container.
 func (c *Cluster) setLoadBalancer(info docker.Container) error {
-	c.lbIP = info.IPs[c.name]
-	if c.lbIP == "" {
+	c.lbIP, c.lbIP6 = info.IPs[c.name], info.IPv6s[c.name]
+	if c.lbIP == "" || (c.cfg.hasIPv6() && c.lbIP6 == "") {
 		return fmt.Errorf("load balancer %s has no address on the cluster's network", info.Name)
 	}
 	c.apiServer = c.place.apiServerURL(c.name, info)
@@ -47,12 +47,17 @@ func (c *Cluster) setLoadBalancer(info docker.Container) error {
 }
 
 // apiHost is where pods and nodes reach the API server on the cluster's
-// network: the load balancer, or the only control plane.
+// network: the load balancer, or the only control plane, at its address
+// in the cluster's first IP family (an IPv6-only cluster's pods have no
+// IPv4 address).
 func (c *Cluster) apiHost() string {
 	if c.lbIP != "" {
+		if c.cfg.family() == IPv6 {
+			return c.lbIP6
+		}
 		return c.lbIP
 	}
-	return c.ControlPlane().ip
+	return c.ControlPlane().kubeIP()
 }
 
 // lbSANs are the names the API server's certificate must carry for the
@@ -60,6 +65,9 @@ func (c *Cluster) apiHost() string {
 func (c *Cluster) lbSANs() []string {
 	if !c.ha() {
 		return nil
+	}
+	if c.lbIP6 != "" {
+		return []string{loadBalancerName(c.name), c.lbIP, c.lbIP6}
 	}
 	return []string{loadBalancerName(c.name), c.lbIP}
 }

@@ -298,7 +298,7 @@ func (c *Cluster) attachNodes(ctx context.Context, name string) error {
 		if !info.Running {
 			return fmt.Errorf("node %s is %s", ct.Name, info.Status)
 		}
-		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], docker: c.docker, cluster: c}
+		c.nodes[i] = &Node{name: info.Name, id: info.ID, role: ct.Labels[LabelRole], index: i, ip: info.IPs[name], ip6: info.IPv6s[name], docker: c.docker, cluster: c}
 		if i == 0 {
 			c.labels = map[string]string{}
 			for _, k := range []string{LabelCluster, LabelSession, LabelOwnerHost, LabelOwnerPID, LabelOwnerStart, LabelCreated, LabelKeep, LabelReuse} {

@@ -88,7 +88,10 @@ func (n *Node) Start(ctx context.Context) error {
 	// another container took it meanwhile. Every node's kubelet, the
 	// control plane's certificates and etcd, and the other nodes' routes
 	// know the old one.
-	if ip := info.IPs[c.name]; ip != n.ip {
+	if ip := info.IPs[c.name]; ip != n.ip || info.IPv6s[c.name] != n.ip6 {
+		if ip == n.ip {
+			ip = info.IPv6s[c.name]
+		}
 		// Left stopped, as it was: its entrypoint would wait for a boot
 		// signal that never comes.
 		_ = n.docker.StopContainer(ctx, n.id, time.Second)

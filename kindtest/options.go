@@ -134,8 +134,11 @@ type shape struct {
 	// iptables.
 	kubeProxyMode KubeProxyMode
 	// pods and services are the pod and Service ranges (WithPodSubnet,
-	// WithServiceSubnet); "" is the default.
+	// WithServiceSubnet) that are not the default of their family,
+	// comma-separated, IPv4 first; "" is the defaults.
 	pods, services string
+	// ipFamily is the cluster's IP family (WithIPFamily); "" is IPv4.
+	ipFamily IPFamily
 	// withoutLoadBalancer: LoadBalancer Services get no load balancer
 	// (WithoutLoadBalancer).
 	withoutLoadBalancer bool
@@ -283,7 +286,7 @@ func (c *config) validate() error {
 	if c.noDefaultCNI && !c.kubernetes {
 		errs = append(errs, errors.New("WithoutDefaultCNI replaces Kubernetes' pod network, which WithoutKubernetes leaves out altogether: drop one of them"))
 	}
-	// WithPodSubnet, WithServiceSubnet.
+	// WithPodSubnet, WithServiceSubnet, WithIPFamily.
 	errs = append(errs, c.validateSubnets()...)
 	// WithKubeProxyMode.
 	if c.kubeProxyMode != "" && !c.kubernetes {
@@ -753,98 +756,116 @@ func WithoutLoadBalancer() Option {
 // loadBalancers says whether LoadBalancer Services get load balancers.
 func (s shape) loadBalancers() bool { return s.kubernetes && !s.withoutLoadBalancer }
 
-// podSubnet is the cluster's pod range.
-func (s shape) podSubnet() string {
-	if s.pods == "" {
-		return defaultPodSubnet
-	}
-	return s.pods
-}
-
-// serviceSubnet is the cluster's Service range.
-func (s shape) serviceSubnet() string {
-	if s.services == "" {
-		return defaultServiceSubnet
-	}
-	return s.services
-}
-
-// nodePodSubnet is the pod range of node i: the i-th /24 of the pod
-// range. Each node owns a fixed /24, so the pod network is known before
-// any node boots and needs no controller.
-func (s shape) nodePodSubnet(i int) string {
-	p := netip.MustParsePrefix(s.podSubnet())
-	a := p.Addr().As4()
-	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
-	n += uint32(i) << 8
-	return fmt.Sprintf("%d.%d.%d.0/24", byte(n>>24), byte(n>>16), byte(n>>8))
-}
-
-// WithPodSubnet sets the cluster's pod range, an IPv4 range of at least
-// a /24 per node: each node gets the next /24 of it (the control plane the
-// first). Default: 10.244.0.0/16, as kind's. Use it when the default
-// overlaps a network the nodes or pods must reach. It must not overlap the
-// Service range or the nodes' network (checked once that exists). With
-// WithReuse, clusters of different ranges are told apart.
+// WithPodSubnet sets the cluster's pod range: an IPv4 range of at least
+// a /24 per node (each node gets the next /24 of it, the control plane
+// the first), or with WithIPFamily(IPv6 or DualStack) an IPv6 range of at
+// least a /64 per node, or one of each, comma-separated, as kind's
+// podSubnet. A family not given keeps its default: 10.244.0.0/16, as
+// kind's, and fd00:10:244::/56. Use it when the default overlaps a
+// network the nodes or pods must reach. It must not overlap the Service
+// range or the nodes' network (checked once that exists). With WithReuse,
+// clusters of different ranges are told apart.
 func WithPodSubnet(cidr string) Option {
-	return subnetOption("pod subnet", cidr, 8, 24, defaultPodSubnet, func(c *config) *string { return &c.pods })
+	return subnetOption("pod subnet", cidr, [2]int{8, 24}, [2]int{32, 63}, defaultPodSubnet, defaultPodSubnet6, func(c *config) *string { return &c.pods })
 }
 
-// WithServiceSubnet sets the cluster's Service range, an IPv4 range from
-// a /12 (the largest the API server takes) to a /28. The API server's
-// Service is its first address, the cluster DNS its tenth. Default:
-// 10.96.0.0/16, as kind's. With WithReuse, clusters of different ranges
-// are told apart.
+// WithServiceSubnet sets the cluster's Service range: an IPv4 range from
+// a /12 (the largest the API server takes) to a /28, or with
+// WithIPFamily(IPv6 or DualStack) an IPv6 range from a /108 to a /124, or
+// one of each, comma-separated. The API server's Service is its first
+// address, the cluster DNS its tenth. A family not given keeps its
+// default: 10.96.0.0/16, as kind's, and fd00:10:96::/112. With WithReuse,
+// clusters of different ranges are told apart.
 func WithServiceSubnet(cidr string) Option {
-	return subnetOption("Service subnet", cidr, 12, 28, defaultServiceSubnet, func(c *config) *string { return &c.services })
+	return subnetOption("Service subnet", cidr, [2]int{12, 28}, [2]int{108, 124}, defaultServiceSubnet, defaultServiceSubnet6, func(c *config) *string { return &c.services })
 }
 
-// subnetOption sets the range field gives, "" for the default spelled
-// out (the same shape as leaving the option out).
-func subnetOption(what, cidr string, shortest, longest int, def string, field func(*config) *string) Option {
+// subnetOption sets the ranges field gives: one range, or one of each
+// family, comma-separated, with the prefix lengths bounds4 or bounds6
+// allow. It keeps them IPv4 first and leaves out a default spelled out,
+// so that naming it is the same shape as leaving the option out.
+func subnetOption(what, cidr string, bounds4, bounds6 [2]int, def4, def6 string, field func(*config) *string) Option {
 	return func(c *config) error {
-		p, err := parseSubnet(what, cidr, shortest, longest)
-		if err != nil {
-			return err
+		var v4, v6 string
+		for _, f := range strings.Split(cidr, ",") {
+			p, err := parseSubnet(what, f, bounds4, bounds6)
+			if err != nil {
+				return err
+			}
+			is4 := netip.MustParsePrefix(p).Addr().Is4()
+			if (is4 && v4 != "") || (!is4 && v6 != "") {
+				return fmt.Errorf("%s %q: two %s ranges; give at most one of each family", what, cidr, familyName(netip.MustParsePrefix(p).Addr()))
+			}
+			if is4 {
+				v4 = p
+			} else {
+				v6 = p
+			}
 		}
-		if p == def {
-			p = ""
+		var keep []string
+		if v4 != "" && v4 != def4 {
+			keep = append(keep, v4)
 		}
-		*field(c) = p
+		if v6 != "" && v6 != def6 {
+			keep = append(keep, v6)
+		}
+		*field(c) = strings.Join(keep, ",")
 		return nil
 	}
 }
 
-// parseSubnet reads an IPv4 range whose prefix length is from shortest
-// to longest.
-func parseSubnet(what, cidr string, shortest, longest int) (string, error) {
+// parseSubnet reads a range whose prefix length is within bounds4 (IPv4)
+// or bounds6 (IPv6).
+func parseSubnet(what, cidr string, bounds4, bounds6 [2]int) (string, error) {
 	p, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+	if err != nil || p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return "", fmt.Errorf("%s %q: not an IP range such as 10.100.0.0/16 or fd00:100::/56", what, cidr)
+	}
+	bounds := bounds4
+	if p.Addr().Is6() {
+		bounds = bounds6
+	}
 	switch {
-	case err != nil || !p.Addr().Is4():
-		return "", fmt.Errorf("%s %q: not an IPv4 range such as 10.100.0.0/16 (kindtest clusters are IPv4 only)", what, cidr)
 	case p.Masked() != p:
 		return "", fmt.Errorf("%s %q: has bits set past its /%d: did you mean %s?", what, cidr, p.Bits(), p.Masked())
-	case p.Bits() < shortest || p.Bits() > longest:
-		return "", fmt.Errorf("%s %q: a /%d; use a /%d to a /%d", what, cidr, p.Bits(), shortest, longest)
+	case p.Bits() < bounds[0] || p.Bits() > bounds[1]:
+		return "", fmt.Errorf("%s %q: a /%d; use an %s range of a /%d to a /%d", what, cidr, p.Bits(), familyName(p.Addr()), bounds[0], bounds[1])
 	case !p.Addr().IsPrivate() && !p.Addr().IsGlobalUnicast():
 		return "", fmt.Errorf("%s %q: not a unicast range (loopback, link-local and multicast ranges cannot be routed to pods)", what, cidr)
 	}
 	return p.String(), nil
 }
 
-// validateSubnets checks the ranges against each other and the node
-// count.
+// validateSubnets checks the ranges against the cluster's families, each
+// other and the node count, and the IP family against the options it
+// cannot go with.
 func (c *config) validateSubnets() []error {
 	var errs []error
-	pods, services := netip.MustParsePrefix(c.podSubnet()), netip.MustParsePrefix(c.serviceSubnet())
-	if pods.Overlaps(services) {
-		errs = append(errs, fmt.Errorf("pod subnet %s and Service subnet %s overlap: give them ranges apart", pods, services))
+	for _, r := range []struct{ what, option, given string }{{"pod", "WithPodSubnet", c.pods}, {"Service", "WithServiceSubnet", c.services}} {
+		for _, p := range splitPrefixes(r.given) {
+			if (p.Addr().Is4() && !c.hasIPv4()) || (p.Addr().Is6() && !c.hasIPv6()) {
+				errs = append(errs, fmt.Errorf("%s subnet %s: an %s range, but the cluster's IP family is %s: use WithIPFamily(DualStack) for both families, or drop the range from %s", r.what, p, familyName(p.Addr()), c.family(), r.option))
+			}
+		}
 	}
-	if nodes := 1 + c.workers + c.controlPlanes - 1; c.kubernetes && !c.noDefaultCNI && nodes > 1<<(24-pods.Bits()) {
-		errs = append(errs, fmt.Errorf("pod subnet %s: holds %d /24s, one per node, for %d nodes: use a larger range", pods, 1<<(24-pods.Bits()), nodes))
+	pods, services := c.podRanges(), c.serviceRanges()
+	for i := range pods {
+		if pods[i].Overlaps(services[i]) {
+			errs = append(errs, fmt.Errorf("pod subnet %s and Service subnet %s overlap: give them ranges apart", pods[i], services[i]))
+		}
+		bits := perNodeBits(pods[i])
+		if nodes := 1 + c.workers + c.controlPlanes - 1; c.kubernetes && !c.noDefaultCNI && bits-pods[i].Bits() < 31 && nodes > 1<<(bits-pods[i].Bits()) {
+			errs = append(errs, fmt.Errorf("pod subnet %s: holds %d /%ds, one per node, for %d nodes: use a larger range", pods[i], 1<<(bits-pods[i].Bits()), bits, nodes))
+		}
 	}
 	if (c.pods != "" || c.services != "") && !c.kubernetes {
 		errs = append(errs, errors.New("pod and Service subnets are Kubernetes', which WithoutKubernetes leaves out: drop one of them"))
+	}
+	if c.ipFamily != "" && !c.kubernetes {
+		errs = append(errs, fmt.Errorf("IP family %s: the families are Kubernetes', which WithoutKubernetes leaves out: drop one of them", c.ipFamily))
+	}
+	if c.family() == IPv6 && len(c.portMappings) > 0 {
+		errs = append(errs, errors.New("WithPortMapping with WithIPFamily(IPv6): the engine publishes ports on the node's IPv4 address, where an IPv6-only cluster's node ports do not listen: use WithIPFamily(DualStack), or a LoadBalancer Service (LoadBalancerAddr) instead"))
 	}
 	return errs
 }

@@ -70,6 +70,7 @@ func TestReuseHashCoversShape(t *testing.T) {
 		{WithPodSubnet("10.123.0.0/16")},
 		{WithoutLoadBalancer()},
 		{WithServiceSubnet("10.124.0.0/16")},
+		{WithIPFamily(DualStack)},
 	}
 	seen := map[string]int{reuseHash(def, "img"): -1}
 	changed := map[string]bool{}

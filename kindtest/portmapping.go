@@ -45,7 +45,7 @@ func (c *Cluster) MappedAddr(nodePort int) (string, error) {
 		return "", fmt.Errorf("kindtest: cluster %s: node port %d is not mapped: create the cluster WithPortMapping(0, %d)", c.name, nodePort, nodePort)
 	}
 	if c.place.kind == placementContainer {
-		return net.JoinHostPort(c.ControlPlane().ip, strconv.Itoa(nodePort)), nil
+		return net.JoinHostPort(c.ControlPlane().kubeIP(), strconv.Itoa(nodePort)), nil
 	}
 	return addr, nil
 }

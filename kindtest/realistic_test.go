@@ -90,7 +90,7 @@ func TestWithoutDefaultCNIConfig(t *testing.T) {
 		t.Error("the default pod network: the controller-manager is told to allocate pod ranges")
 	}
 	args := nodeNetworkCommand(c, w)[4:]
-	if want := []string{"10.244.1.0/24", defaultPodSubnet, "on", "10.244.0.0/24", "172.18.0.2"}; len(args) != 6 || !slices.Equal(args[1:], want) || !strings.Contains(args[0], `"subnet": "10.244.1.0/24"`) {
+	if want := []string{"on", "masquerade", "10.244.1.0/24", defaultPodSubnet, "route", "10.244.0.0/24", "172.18.0.2"}; len(args) != 8 || !slices.Equal(args[1:], want) || !strings.Contains(args[0], `"subnet": "10.244.1.0/24"`) {
 		t.Errorf("default node network arguments %q, want the CNI configuration then %q", args, want)
 	}
 }

@@ -237,7 +237,7 @@ func (s *serviceLBs) create(ctx context.Context, svc lbService, fwd string) (doc
 		port, nodePort, _ := strings.Cut(pn, ":")
 		var backends []string
 		for _, n := range s.c.nodes {
-			backends = append(backends, net.JoinHostPort(n.ip, nodePort))
+			backends = append(backends, net.JoinHostPort(n.kubeIP(), nodePort))
 		}
 		spec.Cmd = append(spec.Cmd, "-forward=:"+port+"="+strings.Join(backends, ","))
 		p, _ := strconv.Atoi(port)

@@ -318,22 +318,22 @@ nodes:
 		"nodes[1].extraPortMappings: kindtest publishes ports of the first control-plane node only")
 	// The ranges, as WithPodSubnet and WithServiceSubnet.
 	cfg, err = newConfig([]Option{WithWorkers(2), WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  podSubnet: 10.123.0.0/22\n  serviceSubnet: 10.124.0.0/20\n"))})
-	if err != nil || cfg.podSubnet() != "10.123.0.0/22" || cfg.serviceSubnet() != "10.124.0.0/20" || cfg.nodePodSubnet(2) != "10.123.2.0/24" {
+	if err != nil || cfg.podSubnet() != "10.123.0.0/22" || cfg.serviceSubnet() != "10.124.0.0/20" || cfg.nodePodSubnets(2)[0] != "10.123.2.0/24" {
 		t.Errorf("kind podSubnet, serviceSubnet: %v", err)
 	}
 	if cfg, err := newConfig([]Option{WithPodSubnet("10.244.0.0/16"), WithServiceSubnet("10.96.0.0/16")}); err != nil || cfg.pods != "" || cfg.services != "" {
 		t.Errorf("the default ranges spelled out must be the default shape: %+v %v", cfg, err)
 	}
-	if got := (shape{pods: "10.20.254.0/23"}).nodePodSubnet(1); got != "10.20.255.0/24" {
+	if got := (shape{pods: "10.20.254.0/23"}).nodePodSubnets(1); len(got) != 1 || got[0] != "10.20.255.0/24" {
 		t.Errorf("node 1 of 10.20.254.0/23: %s", got)
 	}
-	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/25"), WithServiceSubnet("fd00::/108"), WithPodSubnet("10.1.2.3/16"), WithServiceSubnet("10.0.0.0/8"), WithPodSubnet("127.0.0.0/16"), WithPodSubnet("banana")),
-		`pod subnet "10.1.0.0/25": a /25; use a /8 to a /24`,
-		`Service subnet "fd00::/108": not an IPv4 range`,
+	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/25"), WithServiceSubnet("fd00::/100"), WithPodSubnet("10.1.2.3/16"), WithServiceSubnet("10.0.0.0/8"), WithPodSubnet("127.0.0.0/16"), WithPodSubnet("banana")),
+		`pod subnet "10.1.0.0/25": a /25; use an IPv4 range of a /8 to a /24`,
+		`Service subnet "fd00::/100": a /100; use an IPv6 range of a /108 to a /124`,
 		`pod subnet "10.1.2.3/16": has bits set past its /16: did you mean 10.1.0.0/16?`,
-		`Service subnet "10.0.0.0/8": a /8; use a /12 to a /28`,
+		`Service subnet "10.0.0.0/8": a /8; use an IPv4 range of a /12 to a /28`,
 		`pod subnet "127.0.0.0/16": not a unicast range`,
-		`pod subnet "banana": not an IPv4 range`)
+		`pod subnet "banana": not an IP range`)
 	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/23"), WithWorkers(2)), "pod subnet 10.1.0.0/23: holds 2 /24s, one per node, for 3 nodes")
 	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/16"), WithServiceSubnet("10.1.128.0/20")), "pod subnet 10.1.0.0/16 and Service subnet 10.1.128.0/20 overlap")
 	wantErr(t, optionErr(t, WithoutKubernetes(), WithServiceSubnet("10.1.128.0/20")), "WithoutKubernetes leaves out")

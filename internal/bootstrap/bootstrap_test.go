@@ -134,6 +134,7 @@ func TestMerge(t *testing.T) {
 }
 
 func TestCNIConfigGolden(t *testing.T) {
+	golden(t, "cni-dual.golden", CNIConfig("10.244.3.0/24", "fd00:10:244:3::/64"))
 	got := CNIConfig("10.244.3.0/24")
 	golden(t, "cni.golden", got)
 	var list struct {
@@ -253,11 +254,18 @@ func TestCommands(t *testing.T) {
 	check(ProvisionCommand(""), "provision.sh")
 	check(ProvisionCommand("0123abcd"), "provision.sh", "0123abcd")
 	check(NodeNetworkCommand(NodeNetwork{}), "node-network.sh")
-	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.1.0/24", ClusterPodSubnet: "10.244.0.0/16", BridgeNetfilter: true,
+	check(NodeNetworkCommand(NodeNetwork{PodSubnets: []string{"10.244.1.0/24"}, ClusterPodSubnets: []string{"10.244.0.0/16"}, BridgeNetfilter: true,
 		Routes: []Route{{"10.244.0.0/24", "172.18.0.2"}, {"10.244.2.0/24", "172.18.0.4"}}}),
-		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "10.244.1.0/24", "10.244.0.0/16", "on", "10.244.0.0/24", "172.18.0.2", "10.244.2.0/24", "172.18.0.4")
-	check(NodeNetworkCommand(NodeNetwork{PodSubnet: "10.244.0.0/24", ClusterPodSubnet: "10.244.0.0/16"}),
-		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "10.244.0.0/24", "10.244.0.0/16", "off")
+		"node-network.sh", string(CNIConfig("10.244.1.0/24")), "on", "masquerade", "10.244.1.0/24", "10.244.0.0/16",
+		"route", "10.244.0.0/24", "172.18.0.2", "route", "10.244.2.0/24", "172.18.0.4")
+	check(NodeNetworkCommand(NodeNetwork{PodSubnets: []string{"10.244.0.0/24"}, ClusterPodSubnets: []string{"10.244.0.0/16"}}),
+		"node-network.sh", string(CNIConfig("10.244.0.0/24")), "off", "masquerade", "10.244.0.0/24", "10.244.0.0/16")
+	// Dual-stack: a masquerade and a route per family, IPv4 first.
+	check(NodeNetworkCommand(NodeNetwork{PodSubnets: []string{"10.244.1.0/24", "fd00:10:244:1::/64"}, ClusterPodSubnets: []string{"10.244.0.0/16", "fd00:10:244::/56"},
+		Routes: []Route{{"10.244.0.0/24", "172.18.0.2"}, {"fd00:10:244::/64", "fd01::2"}}}),
+		"node-network.sh", string(CNIConfig("10.244.1.0/24", "fd00:10:244:1::/64")), "off",
+		"masquerade", "10.244.1.0/24", "10.244.0.0/16", "masquerade", "fd00:10:244:1::/64", "fd00:10:244::/56",
+		"route", "10.244.0.0/24", "172.18.0.2", "route", "fd00:10:244::/64", "fd01::2")
 	pre := Preboot{Config: "/c.yaml", Log: "/p.log", Files: []File{{"/c.yaml", "abc"}, {"/m.yaml", "de"}}, Addons: []string{"coredns"}, Print: []string{"/a.conf"}}
 	check(pre.Command(), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "/c.yaml", "3", "/m.yaml", "2", "--", "coredns", "--", "/a.conf", "--",
 		"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // CNIConfigPath is where a node's pod network configuration is written.
@@ -41,11 +42,22 @@ type (
 )
 
 // CNIConfig is the pod network configuration list of a node whose pods
-// take their addresses from subnet: a bridge, kt0, that is the pods'
-// gateway, and host ports. Masquerading is not the bridge plugin's: it is
-// one iptables rule per node, as are the routes to the other nodes' pod
-// ranges, both set up with the configuration before the node boots.
-func CNIConfig(subnet string) []byte {
+// take their addresses from subnets, one per IP family: a bridge, kt0,
+// that is the pods' gateway, and host ports. Masquerading is not the
+// bridge plugin's: it is one iptables rule per node and family, as are
+// the routes to the other nodes' pod ranges, set up with the
+// configuration before the node boots.
+func CNIConfig(subnets ...string) []byte {
+	var ranges [][]cniRange
+	var routes []cniIPAMRoute
+	for _, s := range subnets {
+		ranges = append(ranges, []cniRange{{Subnet: s}})
+		dst := "0.0.0.0/0"
+		if strings.Contains(s, ":") {
+			dst = "::/0"
+		}
+		routes = append(routes, cniIPAMRoute{Dst: dst})
+	}
 	list := cniConfigList{
 		CNIVersion: "1.0.0",
 		Name:       "kindtest",
@@ -58,8 +70,8 @@ func CNIConfig(subnet string) []byte {
 				HairpinMode: true,
 				IPAM: cniIPAM{
 					Type:   "host-local",
-					Ranges: [][]cniRange{{{Subnet: subnet}}},
-					Routes: []cniIPAMRoute{{Dst: "0.0.0.0/0"}},
+					Ranges: ranges,
+					Routes: routes,
 				},
 			},
 			cniPortMap{Type: "portmap", Capabilities: map[string]bool{"portMappings": true}},

@@ -84,13 +84,15 @@ func ProxyEnvCommand(httpProxy, httpsProxy, noProxy string) []string {
 
 // NodeNetwork is a node's networking, set up before it boots.
 type NodeNetwork struct {
-	// PodSubnet is the node's own pod range, on a bridge of kindtest's
-	// CNI configuration; "" leaves the pod network to the test's CNI
-	// plugin: no CNI configuration, masquerading or routes.
-	PodSubnet string
-	// ClusterPodSubnet is every node's pod ranges together: traffic from
-	// the node's pods leaving it is masqueraded.
-	ClusterPodSubnet string
+	// PodSubnets are the node's own pod ranges, one per IP family, on a
+	// bridge of kindtest's CNI configuration; none leaves the pod network
+	// to the test's CNI plugin: no CNI configuration, masquerading or
+	// routes.
+	PodSubnets []string
+	// ClusterPodSubnets are every node's pod ranges together, one per
+	// family as PodSubnets: traffic from the node's pods leaving them is
+	// masqueraded.
+	ClusterPodSubnets []string
 	// Routes lead to the other nodes' pod ranges.
 	Routes []Route
 	// BridgeNetfilter passes traffic between pods of the node through
@@ -106,16 +108,19 @@ type Route struct{ Dst, Via string }
 // served on the network gateway's address (the engine's 127.0.0.11 would
 // loop for pods), and n's pod network with CNIConfig at CNIConfigPath.
 func NodeNetworkCommand(n NodeNetwork) []string {
-	if n.PodSubnet == "" {
+	if len(n.PodSubnets) == 0 {
 		return command("node-network.sh")
 	}
 	filter := "off"
 	if n.BridgeNetfilter {
 		filter = "on"
 	}
-	args := []string{string(CNIConfig(n.PodSubnet)), n.PodSubnet, n.ClusterPodSubnet, filter}
+	args := []string{string(CNIConfig(n.PodSubnets...)), filter}
+	for i, p := range n.PodSubnets {
+		args = append(args, "masquerade", p, n.ClusterPodSubnets[i])
+	}
 	for _, r := range n.Routes {
-		args = append(args, r.Dst, r.Via)
+		args = append(args, "route", r.Dst, r.Via)
 	}
 	return command("node-network.sh", args...)
 }

@@ -80,9 +80,14 @@ type Container struct {
 	Pid int
 	// IPs by network name.
 	IPs map[string]string
+	// IPv6s by network name, for networks with IPv6.
+	IPv6s map[string]string
 	// Gateways by network name: the engine host's address on each
 	// network, what the container reaches its host at.
 	Gateways map[string]string
+	// Gateways6 by network name, for networks with IPv6: the engine
+	// host's IPv6 address on each.
+	Gateways6 map[string]string
 	// Subnets by network name: the network's IPv4 range, as the
 	// container's address and prefix length give it.
 	Subnets map[string]netip.Prefix
@@ -220,12 +225,14 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 		return Container{}, fmt.Errorf("inspect container %s: %w", id, err)
 	}
 	out := Container{
-		ID:       info.ID,
-		Name:     strings.TrimPrefix(info.Name, "/"),
-		IPs:      map[string]string{},
-		Gateways: map[string]string{},
-		Subnets:  map[string]netip.Prefix{},
-		Ports:    map[string]string{},
+		ID:        info.ID,
+		Name:      strings.TrimPrefix(info.Name, "/"),
+		IPs:       map[string]string{},
+		IPv6s:     map[string]string{},
+		Gateways:  map[string]string{},
+		Gateways6: map[string]string{},
+		Subnets:   map[string]netip.Prefix{},
+		Ports:     map[string]string{},
 	}
 	if info.Config != nil {
 		out.Image = info.Config.Image
@@ -253,6 +260,10 @@ func (c *Client) InspectContainer(ctx context.Context, id string) (Container, er
 			}
 			out.IPs[name] = ep.IPAddress
 			out.Gateways[name] = ep.Gateway
+			if ep.GlobalIPv6Address != "" {
+				out.IPv6s[name] = ep.GlobalIPv6Address
+				out.Gateways6[name] = ep.IPv6Gateway
+			}
 			if a, err := netip.ParseAddr(ep.IPAddress); err == nil && ep.IPPrefixLen > 0 {
 				out.Subnets[name] = netip.PrefixFrom(a, ep.IPPrefixLen).Masked()
 			}

@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/volume"
@@ -16,16 +17,25 @@ type Network struct {
 }
 
 // CreateNetwork creates a labelled bridge network and returns its ID. The
-// engine picks the subnet from its address pools.
-func (c *Client) CreateNetwork(ctx context.Context, name string, labels map[string]string) (string, error) {
-	resp, err := c.api.NetworkCreate(ctx, name, network.CreateOptions{
+// engine picks the IPv4 subnet from its address pools. A valid ipv6
+// prefix also gives the network that IPv6 range (engines before 27.0
+// pick none themselves), so that its containers have an address of each
+// family.
+func (c *Client) CreateNetwork(ctx context.Context, name string, labels map[string]string, ipv6 netip.Prefix) (string, error) {
+	opts := network.CreateOptions{
 		Driver: "bridge",
 		Labels: labels,
 		Options: map[string]string{
 			// Nodes reach each other and the outside; pods behind them do too.
 			"com.docker.network.bridge.enable_ip_masquerade": "true",
 		},
-	})
+	}
+	if ipv6.IsValid() {
+		on := true
+		opts.EnableIPv6 = &on
+		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: ipv6.String()}}}
+	}
+	resp, err := c.api.NetworkCreate(ctx, name, opts)
 	if err != nil {
 		return "", fmt.Errorf("create network %s: %w", name, err)
 	}

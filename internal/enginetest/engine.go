@@ -49,6 +49,11 @@ type EngineConfig struct {
 	ListenTCP bool
 	// Images are copied from the host engine into the new one.
 	Images []string
+	// IPv6 enables IPv6 in the engine's network namespace, as on a host
+	// with IPv6. Without it the namespace has IPv6 disabled (the host
+	// engine disables it for a container on no IPv6 network), as on a host
+	// booted with IPv6 off.
+	IPv6 bool
 }
 
 // Engine is a running test engine.
@@ -138,6 +143,9 @@ func StartEngine(t testing.TB, host *docker.Client, cfg EngineConfig) *Engine {
 	if r.podman {
 		entrypoint, data, store = podmanEntrypoint, "/var/lib/containers", "containers/storage"
 		env = env[:1]
+	}
+	if cfg.IPv6 {
+		env = append(env, "IPV6=1")
 	}
 	id, err = host.CreateContainer(ctx, docker.ContainerSpec{
 		Name:       name,
@@ -289,6 +297,10 @@ func ownerAlive(owner string) bool {
 // drops that capability from their spec: the same wrapper the host engine
 // uses here, written out and registered as the default runtime.
 const engineEntrypoint = `set -eu
+if [ -n "${IPV6:-}" ]; then
+  echo 0 > /proc/sys/net/ipv6/conf/all/disable_ipv6
+  echo 0 > /proc/sys/net/ipv6/conf/default/disable_ipv6
+fi
 mkdir -p /etc/docker
 printf '%s\n' "$DAEMON_JSON" > /etc/docker/daemon.json
 set -- -H "unix://$SOCK" -H unix:///var/run/docker.sock
@@ -337,6 +349,10 @@ exec dockerd "$@"
 // masquerades only what leaves by another interface. So bridged traffic
 // skips netfilter in the engine's namespace (see docs/engines.md).
 const podmanEntrypoint = `set -eu
+if [ -n "${IPV6:-}" ]; then
+  echo 0 > /proc/sys/net/ipv6/conf/all/disable_ipv6
+  echo 0 > /proc/sys/net/ipv6/conf/default/disable_ipv6
+fi
 export PODMAN_IGNORE_CGROUPSV1_WARNING=1
 if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then
   echo 0 > /proc/sys/net/bridge/bridge-nf-call-iptables

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +72,7 @@ func (f *fixture) serve(cfg Config) {
 func (f *fixture) cluster(name, session, keep string) string {
 	f.t.Helper()
 	labels := map[string]string{lifetime.LabelSession: session, lifetime.LabelCluster: name, lifetime.LabelKeep: keep}
-	if _, err := f.dc.CreateNetwork(context.Background(), name, labels); err != nil {
+	if _, err := f.dc.CreateNetwork(context.Background(), name, labels, netip.Prefix{}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.t.Cleanup(func() {

@@ -3,12 +3,12 @@
 # engine used, cluster DNS that does not loop and, unless the test brings
 # its own CNI plugin, kindtest's pod network.
 #
-# Usage: node-network.sh [CNI_CONFIG POD_SUBNET CLUSTER_POD_SUBNET on|off [DST VIA]...]
-# CNI_CONFIG is the bridge configuration list, POD_SUBNET the node's pod
-# range, CLUSTER_POD_SUBNET all nodes' ranges (traffic leaving it is
-# masqueraded), on passes bridged traffic through netfilter, and each DST
-# VIA pair is a route to another node's pod range. Without arguments, only
-# the iptables flavour and DNS are set up.
+# Usage: node-network.sh [CNI_CONFIG on|off [masquerade POD_SUBNET CLUSTER_POD_SUBNET]... [route DST VIA]...]
+# CNI_CONFIG is the bridge configuration list, on passes bridged traffic
+# through netfilter, each masquerade names the node's pod range of an IP
+# family and all nodes' ranges of that family (traffic leaving them is
+# masqueraded), and each route leads to another node's pod range. Without
+# arguments, only the iptables flavour and DNS are set up.
 set -eu
 
 # Use the iptables flavour (legacy or nft) that holds the engine's rules, so
@@ -34,16 +34,33 @@ cat /tmp/resolv.conf > /etc/resolv.conf
 
 [ $# -gt 0 ] || exit 0
 
-# kindtest's pod network: a bridge on the node's own range, masquerading
+# kindtest's pod network: a bridge on the node's own ranges, masquerading
 # for traffic leaving the pod network, and routes to the other nodes'.
 mkdir -p /etc/cni/net.d
 printf '%s' "$1" > /etc/cni/net.d/10-kindtest.conflist
-iptables -t nat -A POSTROUTING -s "$2" ! -d "$3" -j MASQUERADE
-bridge_netfilter=$4
-shift 4
-while [ $# -ge 2 ]; do
-  ip route replace "$1" via "$2"
-  shift 2
+bridge_netfilter=$2
+shift 2
+while [ $# -ge 3 ]; do
+  case $1 in
+  masquerade)
+    case $2 in
+    *:*)
+      # The engine enables IPv6 on the node's own interface only: the
+      # bridge and the pods' interfaces made later need it too. The node
+      # forwards its pods' IPv6 traffic as it does their IPv4.
+      sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 net.ipv6.conf.all.forwarding=1
+      ip6tables -t nat -A POSTROUTING -s "$2" ! -d "$3" -j MASQUERADE
+      ;;
+    *) iptables -t nat -A POSTROUTING -s "$2" ! -d "$3" -j MASQUERADE ;;
+    esac
+    ;;
+  route) ip route replace "$2" via "$3" ;;
+  *)
+    echo "node-network.sh: unknown word $1" >&2
+    exit 2
+    ;;
+  esac
+  shift 3
 done
 if [ "$bridge_netfilter" = on ]; then
   # The NetworkPolicy agent's netfilter hooks see traffic between pods of
