@@ -25,7 +25,7 @@ var networkingTests = []string{"TestIPFamilies", "TestKubeProxyModes", "TestSubn
 func TestNetworkingEngines(t *testing.T) {
 	host := enginetest.Client(t)
 	node := nodeImage(t, host)
-	images := []string{node, kindtest.ReaperImage}
+	images := []string{node, kindtest.ReaperImage, kindtest.LoadBalancerImage}
 	bin := enginetest.BuildTests(t, "./kindtest")
 	for _, r := range []enginetest.Release{enginetest.Docker29, enginetest.Podman5} {
 		t.Run(string(r), func(t *testing.T) {
