@@ -47,13 +47,19 @@ func TestSubnets(t *testing.T) {
 	})
 
 	t.Run("overlaps the nodes' network", func(t *testing.T) {
-		// The engine's default pools are 172.17.0.0/16 to 172.31.0.0/16,
-		// then 192.168.0.0/16 in /20s: a pod range of 172.16.0.0/12 and a
+		// Docker's default pools are 172.17.0.0/16 to 172.31.0.0/16, then
+		// 192.168.0.0/16 in /20s: a pod range of 172.16.0.0/12 and a
 		// Service range over 192.168.0.0/16 overlap whatever it picks.
+		// Podman's are /24s of 10.89.0.0/16 and up, which 10.0.0.0/8
+		// holds.
+		pods := "172.16.0.0/12"
+		if dc.Podman() {
+			pods = "10.0.0.0/8"
+		}
 		hook := &phaseHook{t: t, fn: func(string) {}}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		c, err := kindtest.New(ctx, kindtest.WithImage(nodeImage(t, dc)), kindtest.WithPodSubnet("172.16.0.0/12"), kindtest.WithServiceSubnet("192.168.0.0/16"), kindtest.WithLogger(hook))
+		c, err := kindtest.New(ctx, kindtest.WithImage(nodeImage(t, dc)), kindtest.WithPodSubnet(pods), kindtest.WithServiceSubnet("192.168.0.0/16"), kindtest.WithLogger(hook))
 		if err == nil {
 			c.Delete(context.Background())
 			t.Fatal("a pod range over the nodes' network was accepted")
