@@ -895,8 +895,8 @@ func (s shape) proxyMode() KubeProxyMode {
 // networking field but disableDefaultCNI (true is WithoutDefaultCNI),
 // kubeProxyMode (iptables, nftables or ipvs, as WithKubeProxyMode; kind's
 // none is refused), podSubnet and serviceSubnet (as WithPodSubnet and
-// WithServiceSubnet); ipFamily is accepted when it says ipv4. Options
-// after it add to or override what it set. Default: none.
+// WithServiceSubnet) and ipFamily (ipv4, ipv6 or dual, as WithIPFamily).
+// Options after it add to or override what it set. Default: none.
 func WithKindConfig(data []byte) Option {
 	return func(c *config) error {
 		if err := applyKindConfig(c, data); err != nil {
