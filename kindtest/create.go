@@ -34,12 +34,16 @@ func New(ctx context.Context, opts ...Option) (*Cluster, error) {
 	}
 	if err := c.setup(ctx, cr); err != nil {
 		err = fmt.Errorf("kindtest: cluster %s: %w", c.name, err)
-		// A context that ended is no sign of the engine's health: a
-		// deadline is named as one (see wrapCtx), unless the engine does
-		// not answer now either.
-		hung := errors.Is(err, context.DeadlineExceeded) && !c.docker.Answers()
+		// A context that ended is no sign of the engine's health: its end
+		// is named as such (see wrapCtx), unless the engine does not
+		// answer now either. A request cut off by kindtest's own causes
+		// (the create timeout, the test's deadline) reads to the SDK as a
+		// failed connection, so only a ping decides then.
+		ended := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+			errors.Is(err, errCreateTimeout) || errors.Is(err, errTestDeadline)
+		hung := ended && !c.docker.Answers()
 		endErr := c.end(context.Background(), lifetime.Failed)
-		if hung || docker.IsUnreachable(err) || docker.IsUnreachable(endErr) {
+		if hung || (!ended && docker.IsUnreachable(err)) || docker.IsUnreachable(endErr) {
 			err = fmt.Errorf("%w\nkindtest: the engine at %s stopped answering while cluster %s was being made: what was made there stays until the engine answers again; then its reaper (once this process's connection to it drops), the next Start that reaches the engine, or `kindtest prune` removes it", err, c.docker.Host(), c.name)
 		}
 		return nil, errors.Join(err, endErr)
