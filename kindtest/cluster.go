@@ -4,7 +4,6 @@ package kindtest
 
 import (
 	"errors"
-	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -47,9 +46,6 @@ type identity struct {
 	// shape is the hash of the options that make the cluster what it is
 	// (see reuseHash), set by New: reuse and pools match by it.
 	shape string
-	// network6 is the IPv6 range its creation gave the nodes' network
-	// (WithIPFamily), checked against the cluster's ranges.
-	network6 netip.Prefix
 }
 
 // access is how this process reaches a cluster.

@@ -6,7 +6,6 @@ package kindtest
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/kindtest/kindtest/internal/bootstrap"
 )
@@ -44,7 +43,7 @@ func nodeNetworkCommand(c *Cluster, n *Node) []string {
 	}
 	net := bootstrap.NodeNetwork{
 		PodSubnets:        c.cfg.nodePodSubnets(n.index),
-		ClusterPodSubnets: strings.Split(c.cfg.podSubnet(), ","),
+		ClusterPodSubnets: prefixStrings(c.cfg.podRanges()),
 		BridgeNetfilter:   c.cfg.networkPolicyEnforced(),
 	}
 	for _, o := range c.nodes {

@@ -321,8 +321,7 @@ func (c *Cluster) createNetwork(ctx context.Context) error {
 	defer cancel()
 	var v6 netip.Prefix
 	if c.cfg.hasIPv6() {
-		v6 = nodeNetwork6()
-		c.network6 = v6
+		v6 = nodeNetwork6(append(c.cfg.podRanges(), c.cfg.serviceRanges()...)...)
 	}
 	if _, err := c.docker.CreateNetwork(sctx, c.name, c.labels, v6); err != nil {
 		if v6.IsValid() {
@@ -475,9 +474,6 @@ func (c *Cluster) checkNodeSubnet(nodes netip.Prefix) error {
 		for _, p := range r.ranges {
 			if nodes.IsValid() && p.Overlaps(nodes) {
 				return fmt.Errorf("the engine gave the nodes' network %s the range %s, which overlaps the %s subnet %s: choose another %s subnet with %s, or change the engine's default-address-pools", c.name, nodes, r.what, p, r.what, r.option)
-			}
-			if c.network6.IsValid() && p.Overlaps(c.network6) {
-				return fmt.Errorf("the nodes' network %s got the random IPv6 range %s, which overlaps the %s subnet %s: create the cluster again, or choose another %s subnet with %s", c.name, c.network6, r.what, p, r.what, r.option)
 			}
 		}
 	}

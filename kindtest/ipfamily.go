@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -164,12 +165,15 @@ func splitPrefixes(s string) []netip.Prefix {
 }
 
 // joinPrefixes writes ranges comma-separated.
-func joinPrefixes(ps []netip.Prefix) string {
+func joinPrefixes(ps []netip.Prefix) string { return strings.Join(prefixStrings(ps), ",") }
+
+// prefixStrings is ps written out.
+func prefixStrings(ps []netip.Prefix) []string {
 	s := make([]string, len(ps))
 	for i, p := range ps {
 		s[i] = p.String()
 	}
-	return strings.Join(s, ",")
+	return s
 }
 
 // familyName is how errors name an address's family.
@@ -182,14 +186,22 @@ func familyName(a netip.Addr) string {
 
 // nodeNetwork6 is a new IPv6 range for a cluster's nodes' network: a /64
 // of a random unique local prefix (RFC 4193), so that the networks of
-// clusters side by side on one engine do not overlap.
-func nodeNetwork6() netip.Prefix {
-	var a [16]byte
-	a[0] = 0xfd
-	if _, err := rand.Read(a[1:6]); err != nil {
-		panic(fmt.Sprintf("kindtest: random IPv6 prefix: %v", err)) // crypto/rand does not fail on supported systems
+// clusters side by side on one engine do not overlap, and one that
+// overlaps none of avoid (the cluster's pod and Service ranges).
+func nodeNetwork6(avoid ...netip.Prefix) netip.Prefix {
+	for {
+		var a [16]byte
+		a[0] = 0xfd
+		if _, err := rand.Read(a[1:6]); err != nil {
+			panic(fmt.Sprintf("kindtest: random IPv6 prefix: %v", err)) // crypto/rand does not fail on supported systems
+		}
+		p := netip.PrefixFrom(netip.AddrFrom16(a), 64)
+		// The options allow IPv6 ranges of /32 at most, so a draw
+		// overlaps one with a chance of 2^-24 or less.
+		if !slices.ContainsFunc(avoid, p.Overlaps) {
+			return p
+		}
 	}
-	return netip.PrefixFrom(netip.AddrFrom16(a), 64)
 }
 
 // kubeIPs are node n's addresses that Kubernetes uses, in the cluster's

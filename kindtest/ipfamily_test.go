@@ -140,4 +140,12 @@ func TestNodeNetwork6(t *testing.T) {
 			t.Errorf("%s: not a unique local /64", p)
 		}
 	}
+	// With half of the unique local space to avoid, every draw lands in
+	// the other half.
+	avoid := []netip.Prefix{netip.MustParsePrefix("fd00::/9"), netip.MustParsePrefix("fd00:10:96::/112")}
+	for range 200 {
+		if p := nodeNetwork6(avoid...); p.Addr().As16()[1] < 0x80 {
+			t.Fatalf("%s overlaps %s", p, avoid[0])
+		}
+	}
 }
