@@ -53,7 +53,7 @@ func (c *Cluster) fetchKubeconfig(ctx context.Context, preboot map[string]string
 	}
 	c.kubeconfig = kc
 	if c.workDir == "" {
-		dir, err := os.MkdirTemp("", "kindtest-"+c.name+"-")
+		dir, err := newWorkDir(c.name)
 		if err != nil {
 			return fmt.Errorf("work directory: %w", err)
 		}
@@ -72,8 +72,11 @@ func (c *Cluster) fetchKubeconfig(ctx context.Context, preboot map[string]string
 func (c *Cluster) Kubeconfig() []byte { return append([]byte(nil), c.kubeconfig...) }
 
 // KubeconfigPath returns the path of a file holding Kubeconfig: in the
-// test's temporary directory for Start, in a temporary directory removed by
-// Delete for New. ~/.kube/config is never touched.
+// test's temporary directory for Start; for New and Attach, in a directory
+// of the handle's own in os.TempDir(), removed by Delete or Close. A kept
+// cluster's stays until the cluster is deleted; one left by a killed
+// process goes with the next sweep (Start's, `kindtest prune`).
+// ~/.kube/config is never touched.
 func (c *Cluster) KubeconfigPath() string { return c.kubeconfigPath }
 
 // APIServer returns the API server's URL on the host.

@@ -4,6 +4,7 @@ package kindtest
 
 import (
 	"errors"
+	"os"
 	"sync"
 	"sync/atomic"
 
@@ -54,7 +55,7 @@ type access struct {
 	kubeconfig     []byte // with the API server's host address
 	kubeconfigPath string
 	workDir        string // holds the kubeconfig file
-	ownsWorkDir    bool   // Delete removes workDir
+	ownsWorkDir    bool   // made by this handle (newWorkDir): Close removes it
 	// ports maps the control plane's container ports ("6443/tcp") to the
 	// host address they are published on.
 	ports map[string]string
@@ -157,6 +158,11 @@ func (c *Cluster) Close() error {
 			err = lock.Unlock()
 		}
 		err = errors.Join(err, c.docker.Close())
+		// The handle's own kubeconfig goes with it; a kept cluster's
+		// stays (keepWorkDir).
+		if c.ownsWorkDir {
+			err = errors.Join(err, os.RemoveAll(c.workDir))
+		}
 	})
 	return err
 }

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/kindtest/kindtest/internal/docker"
@@ -82,8 +84,36 @@ func (c *Cluster) keepFor(ctx context.Context, o lifetime.Outcome) error {
 	err := c.markKept(ctx)
 	proc.unregister(c)
 	c.unwatch()
-	c.log.Printf("kindtest: keeping cluster %s (keep policy %s, test %s): %s", c.name, c.labels[LabelKeep], o, c.inspectHint())
+	c.log.Printf("kindtest: keeping cluster %s (keep policy %s, test %s): %s%s", c.name, c.labels[LabelKeep], o, c.inspectHint(), c.keepWorkDir())
 	return errors.Join(err, c.Close())
+}
+
+// keepWorkDir leaves a kubeconfig to the kept cluster, in a directory
+// without an owner file, so that neither Close nor the sweep removes it;
+// it goes when the cluster is deleted. A directory this handle made is
+// kept as it is; Start's is the test's, removed after it, so the
+// kubeconfig is written to one of its own. It returns the log's words for
+// where the kubeconfig is.
+func (c *Cluster) keepWorkDir() string {
+	if c.kubeconfigPath == "" {
+		return ""
+	}
+	if c.ownsWorkDir {
+		c.ownsWorkDir = false
+		if err := os.Remove(filepath.Join(c.workDir, workDirOwnerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Sprintf("; its kubeconfig %s may be removed by the next sweep: %v", c.kubeconfigPath, err)
+		}
+		return "; its kubeconfig: " + c.kubeconfigPath
+	}
+	dir, err := os.MkdirTemp("", workDirPrefix+c.name+"-")
+	if err == nil {
+		path := filepath.Join(dir, "kubeconfig")
+		if err = os.WriteFile(path, c.kubeconfig, 0o600); err == nil {
+			return "; its kubeconfig: " + path
+		}
+		_ = os.RemoveAll(dir)
+	}
+	return fmt.Sprintf("; no kubeconfig kept for it (%v): read /etc/kubernetes/admin.conf in %s", err, nodeName(c.name, 0))
 }
 
 // markKept records on the engine that the cluster outlives its owner: a
@@ -126,8 +156,12 @@ func (c *Cluster) remove(ctx context.Context) error {
 	proc.unregister(c)
 	start := time.Now()
 	err := removeCluster(ctx, c.docker, c.name)
-	if c.ownsWorkDir {
-		err = errors.Join(err, os.RemoveAll(c.workDir))
+	// A directory Start's test owns stays for the test to remove, but
+	// not the credentials of a cluster that is gone.
+	if c.kubeconfigPath != "" && !c.ownsWorkDir {
+		if rerr := os.Remove(c.kubeconfigPath); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
 	}
 	if err == nil {
 		c.log.Printf("kindtest: %s: deleted in %v", c.name, time.Since(start).Round(time.Millisecond))
@@ -150,6 +184,7 @@ func removeCluster(ctx context.Context, dc *docker.Client, name string) error {
 	err := dc.RemoveLabelled(ctx, map[string]string{LabelCluster: name})
 	if err == nil {
 		_ = os.Remove(reuseLockPath(name)) // most clusters have none
+		err = removeWorkDirs(os.TempDir(), name)
 	}
 	return err
 }

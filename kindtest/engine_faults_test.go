@@ -143,8 +143,15 @@ func TestNodeKilledDuringCreate(t *testing.T) {
 // output lines.
 func runChild(t *testing.T, session string) (*exec.Cmd, <-chan string) {
 	t.Helper()
+	return runChildEnv(t, childEnv+"=create", "KINDTEST_SESSION="+session)
+}
+
+// runChildEnv is runChild with the child's environment given: its mode
+// (childEnv) and what the mode needs.
+func runChildEnv(t *testing.T, env ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), childEnv+"=create", "KINDTEST_SESSION="+session)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -170,16 +177,29 @@ func runChild(t *testing.T, session string) (*exec.Cmd, <-chan string) {
 // the lines before it.
 func waitLine(t *testing.T, lines <-chan string, marker string) []string {
 	t.Helper()
+	before, _ := waitMarker(t, lines, marker)
+	return before
+}
+
+// waitLineRest waits for the child's line that contains marker and
+// returns what follows the marker on it.
+func waitLineRest(t *testing.T, lines <-chan string, marker string) string {
+	t.Helper()
+	_, rest := waitMarker(t, lines, marker)
+	return rest
+}
+
+func waitMarker(t *testing.T, lines <-chan string, marker string) (before []string, rest string) {
+	t.Helper()
 	timeout := time.After(3 * time.Minute)
-	var before []string
 	for {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("child ended before printing %q", marker)
 			}
-			if strings.Contains(l, marker) {
-				return before
+			if _, rest, found := strings.Cut(l, marker); found {
+				return before, rest
 			}
 			before = append(before, l)
 		case <-timeout:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -76,10 +77,24 @@ func start(t *testing.T, dc *docker.Client, opts ...kindtest.Option) *kindtest.C
 		if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: name}); n != 0 {
 			t.Errorf("cluster %s: %d resource(s) left after the test", name, n)
 		}
+		if dirs := workDirsOf(t, name); len(dirs) != 0 {
+			t.Errorf("cluster %s: kubeconfig directories left after the test: %q", name, dirs)
+		}
 	})
 	c := kindtest.Start(t, append([]kindtest.Option{kindtest.WithImage(nodeImage(t, dc))}, opts...)...)
 	name = c.Name()
 	return c
+}
+
+// workDirsOf lists the directories in os.TempDir() that hold a handle's
+// kubeconfig for cluster name.
+func workDirsOf(t *testing.T, name string) []string {
+	t.Helper()
+	dirs, err := filepath.Glob(filepath.Join(os.TempDir(), "kindtest-"+name+"-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dirs
 }
 
 // pruneOrphans runs the sweep as `kindtest prune` does. A failure to

@@ -1,6 +1,7 @@
 package kindtest_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -36,6 +37,45 @@ func (o *outcomeTB) Logf(format string, args ...any) {
 func (o *outcomeTB) end() {
 	for i := len(o.cleanups) - 1; i >= 0; i-- {
 		o.cleanups[i]()
+	}
+}
+
+// checkKeptKubeconfig checks that the kept cluster c has a kubeconfig
+// outside the test's temp dir, named by the log, that answers, and that
+// deleting the cluster removes it.
+func checkKeptKubeconfig(t *testing.T, o *outcomeTB, c *kindtest.Cluster) {
+	t.Helper()
+	var kc string
+	o.mu.Lock()
+	for _, l := range o.logs {
+		if _, rest, ok := strings.Cut(l, "its kubeconfig: "); ok {
+			kc = strings.Fields(rest)[0]
+		}
+	}
+	o.mu.Unlock()
+	dirs := workDirsOf(t, c.Name())
+	t.Cleanup(func() {
+		for _, d := range dirs {
+			_ = os.RemoveAll(d)
+		}
+	})
+	if len(dirs) != 1 || kc != filepath.Join(dirs[0], "kubeconfig") {
+		t.Fatalf("kept cluster: the log names kubeconfig %q; directories of the cluster in %s: %q", kc, os.TempDir(), dirs)
+	}
+	raw, err := os.ReadFile(kc)
+	if err != nil || !bytes.Equal(raw, c.Kubeconfig()) {
+		t.Errorf("kept cluster's kubeconfig %s: %v; not the cluster's", kc, err)
+	}
+	// The sweep leaves it: its creator has ended, and it is kept.
+	pruneOrphans(t, c.Name())
+	if _, err := os.Stat(kc); err != nil {
+		t.Errorf("the sweep removed the kept cluster's kubeconfig: %v", err)
+	}
+	if err := kindtest.DeleteCluster(context.Background(), c.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if left := workDirsOf(t, c.Name()); len(left) != 0 {
+		t.Errorf("deleting the kept cluster left its kubeconfig directories: %q", left)
 	}
 }
 
@@ -83,6 +123,9 @@ func TestKeepAndLogExport(t *testing.T) {
 			}
 			if tc.kept && !o.logged("docker exec -it "+c.ControlPlane().Name()) {
 				t.Errorf("kept cluster: the log does not say how to get in")
+			}
+			if tc.kept {
+				checkKeptKubeconfig(t, o, c)
 			}
 
 			dir := filepath.Join(artifacts, c.Name())

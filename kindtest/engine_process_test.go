@@ -86,6 +86,10 @@ func TestGinkgoParallel(t *testing.T) {
 	if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: names[0][1]}); n != 0 {
 		t.Errorf("shared cluster %s: %d resources left after the suite", names[0][1], n)
 	}
+	// Every process's attached handle had a kubeconfig of its own.
+	if dirs := workDirsOf(t, names[0][1]); len(dirs) != 0 {
+		t.Errorf("shared cluster %s: kubeconfig directories left after the suite: %q", names[0][1], dirs)
+	}
 }
 
 // TestTestTimeout: a test that runs into go test's -timeout with a

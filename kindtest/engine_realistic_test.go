@@ -3,10 +3,15 @@ package kindtest_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -184,9 +189,25 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer other.Close()
 		if len(other.Nodes()) != 2 || other.RegistryAddr() != addr {
 			t.Errorf("attached: %d nodes, registry %q; want 2 and %q", len(other.Nodes()), other.RegistryAddr(), addr)
+		}
+		// The attached handle's kubeconfig is its own, and goes with it.
+		kc := other.KubeconfigPath()
+		if kc == c.KubeconfigPath() {
+			t.Errorf("attached handle shares the creator's kubeconfig %s", kc)
+		}
+		if _, err := os.Stat(kc); err != nil {
+			t.Errorf("attached handle's kubeconfig: %v", err)
+		}
+		if err := other.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Dir(kc)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Close left the attached handle's kubeconfig directory: %v", err)
+		}
+		if _, err := os.Stat(c.KubeconfigPath()); err != nil {
+			t.Errorf("Close of another handle took the creator's kubeconfig: %v", err)
 		}
 		infos, err := kindtest.List(ctx)
 		if err != nil {
@@ -196,6 +217,30 @@ func TestRegistryAndNodeRestart(t *testing.T) {
 			if ci.Name == c.Name() && ci.Nodes != 2 {
 				t.Errorf("List counts %d nodes, want 2 (the registry is not a node)", ci.Nodes)
 			}
+		}
+	})
+
+	t.Run("killed attacher's kubeconfig", func(t *testing.T) {
+		// A process killed with a handle open cannot remove its
+		// kubeconfig; the sweep does, and leaves the cluster alone.
+		cmd, lines := runChildEnv(t, childEnv+"=attach", childAttachEnv+"="+c.Name())
+		kc := waitLineRest(t, lines, "child: attached, kubeconfig ")
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if _, err := os.Stat(kc); err != nil {
+			t.Fatalf("the killed child's kubeconfig %q: %v; nothing to sweep", kc, err)
+		}
+		pruneOrphans(t, c.Name())
+		if _, err := os.Stat(filepath.Dir(kc)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the sweep left the killed child's kubeconfig directory: %v", err)
+		}
+		if _, err := c.Kubectl(ctx, "get", "nodes"); err != nil {
+			t.Errorf("the cluster after the sweep: %v", err)
+		}
+		if _, err := os.Stat(c.KubeconfigPath()); err != nil {
+			t.Errorf("the sweep took the live creator's kubeconfig: %v", err)
 		}
 	})
 

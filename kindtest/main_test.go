@@ -16,11 +16,16 @@ import (
 // test. Its value is the mode: "create" (create, then wait), "exit"
 // (create, then os.Exit(1) as a test body may), "cycle" (create,
 // delete, exit 0), "hold" (create, wait for standard input to end,
-// delete) or "pool" (a pool of two such clusters, then wait).
+// delete), "pool" (a pool of two such clusters, then wait) or "attach"
+// (attach to the cluster named by childAttachEnv, print its kubeconfig's
+// path, then wait).
 const childEnv = "KINDTEST_TEST_CHILD"
 
 // childReaperEnv gives the child a reaper container of its own.
 const childReaperEnv = "KINDTEST_TEST_REAPER_NAME"
+
+// childAttachEnv names the cluster an "attach" child attaches to.
+const childAttachEnv = "KINDTEST_TEST_ATTACH"
 
 // childDeleteTimeoutEnv, a duration, is the child's WithDeleteTimeout.
 const childDeleteTimeoutEnv = "KINDTEST_TEST_DELETE_TIMEOUT"
@@ -51,6 +56,16 @@ func child(mode string) int {
 	opts := append(childShape(), kindtest.WithLogger(log))
 	if d, err := time.ParseDuration(os.Getenv(childDeleteTimeoutEnv)); err == nil {
 		opts = append(opts, kindtest.WithDeleteTimeout(d))
+	}
+	if mode == "attach" {
+		c, err := kindtest.Attach(ctx, os.Getenv(childAttachEnv), kindtest.WithLogger(log))
+		if err != nil {
+			fmt.Println("child: attach failed:", err)
+			return 1
+		}
+		fmt.Println("child: attached, kubeconfig", c.KubeconfigPath())
+		time.Sleep(10 * time.Minute)
+		return 0
 	}
 	if mode == "pool" {
 		// A pool of two of the children's clusters, killed by its parent.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strconv"
 	"time"
@@ -152,8 +153,9 @@ type PruneScope int
 
 const (
 	// PruneOrphans removes clusters whose owning process is gone and that
-	// do not outlive it (see KeepPolicy), and reaper containers that never
-	// started or have stopped, whose owner is gone.
+	// do not outlive it (see KeepPolicy), reaper containers that never
+	// started or have stopped, whose owner is gone, and the kubeconfig
+	// directories in os.TempDir() of handles whose process is gone.
 	PruneOrphans PruneScope = iota
 	// PruneAll removes every kindtest cluster on the engine.
 	PruneAll
@@ -188,6 +190,11 @@ func prune(ctx context.Context, dc *docker.Client, scope PruneScope) ([]string, 
 		names = append(names, ci.Name)
 	}
 	if err := pruneReapers(ctx, dc, scope); err != nil {
+		errs = append(errs, err)
+	}
+	// The kubeconfigs of handles whose process was killed before it
+	// could remove them, of clusters on this engine or any other.
+	if _, err := sweepWorkDirs(os.TempDir()); err != nil {
 		errs = append(errs, err)
 	}
 	return names, errors.Join(errs...)
