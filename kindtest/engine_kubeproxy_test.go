@@ -13,7 +13,9 @@ import (
 // TestKubeProxyModes runs Services through kube-proxy's nftables mode on
 // a control plane and a worker: a Service reached by its DNS name from a
 // pod on each node, and a NodePort on each node, with kube-proxy's rules
-// in nftables and none in iptables. IPVS mode needs the kernel's IPVS on
+// in nftables and none in iptables. Without kube-proxy (none) the
+// cluster is ready and its pods reach each other, and nothing routes its
+// Services. IPVS mode needs the kernel's IPVS on
 // the engine's host: where it is missing (this build machine), creation
 // fails before boot, saying what to load, and leaves nothing.
 func TestKubeProxyModes(t *testing.T) {
@@ -47,6 +49,42 @@ func TestKubeProxyModes(t *testing.T) {
 		table, err := c.PodExec(ctx, "kube-system", res.Stdout, "", "nft", "list", "table", "ip", "kube-proxy")
 		if err != nil || !strings.Contains(table.Stdout, "default/echo") {
 			t.Errorf("nft list table ip kube-proxy: %q %v", table.Stdout, err)
+		}
+	})
+
+	t.Run("none", func(t *testing.T) {
+		// No kube-proxy, as for a test that installs its replacement:
+		// the cluster is ready, pods reach each other across nodes by
+		// address, and a Service gets its cluster IP and endpoints but
+		// no rules that route it.
+		c := start(t, dc, kindtest.WithWorkers(1), kindtest.WithKubeProxyMode(kindtest.KubeProxyNone))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		pods := deployEcho(ctx, t, c, echo, manifest)
+		res, err := c.Kubectl(ctx, "-n", "kube-system", "get", "daemonsets,configmaps", "-o", "name")
+		if err != nil || strings.Contains(res.Stdout, "kube-proxy") || !strings.Contains(res.Stdout, "configmap/coredns") {
+			t.Errorf("kube-system of a cluster without kube-proxy: %q %v", res.Stdout, err)
+		}
+		for _, a := range pods {
+			for _, b := range pods {
+				if a.node != b.node {
+					getFromPod(ctx, t, c, a, "http://"+b.ip+":8080/direct", "path=/direct")
+				}
+			}
+		}
+		svc, err := c.Kubectl(ctx, "get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}")
+		if err != nil || svc.Stdout == "" {
+			t.Fatalf("the echo Service's cluster IP: %q %v", svc.Stdout, err)
+		}
+		eps, err := c.Kubectl(ctx, "get", "endpointslices", "-l", "kubernetes.io/service-name=echo", "-o", "jsonpath={.items[*].endpoints[*].addresses[*]}")
+		if err != nil || len(strings.Fields(eps.Stdout)) != len(pods) {
+			t.Errorf("the echo Service's endpoints: %q %v; want its %d pods", eps.Stdout, err, len(pods))
+		}
+		for _, n := range c.Nodes() {
+			rules, err := n.Exec(ctx, "sh", "-c", "iptables-save; ip6tables-save")
+			if err != nil || strings.Contains(rules.Stdout, "KUBE-SERVICES") || strings.Contains(rules.Stdout, svc.Stdout) {
+				t.Errorf("%s: Service rules without kube-proxy (%v):\n%s", n.Name(), err, rules.Stdout)
+			}
 		}
 	})
 

@@ -115,7 +115,6 @@ func applyKindConfig(c *config, data []byte) error {
 				continue
 			}
 			if k == "kubeProxyMode" {
-				// kind's "none" (no kube-proxy) is not among WithKubeProxyMode's.
 				mode, _ := nw[k].(string)
 				if err := WithKubeProxyMode(KubeProxyMode(mode))(c); err != nil {
 					errs = append(errs, fmt.Errorf("field networking.kubeProxyMode: %w", err))

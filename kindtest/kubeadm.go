@@ -133,7 +133,7 @@ func kubeadmInitConfig(p initParams) string {
 		SchedulerEnv:         memoryLimit("40MiB"),
 		EtcdEnv:              memoryLimit("40MiB"),
 		FeatureGates:         s.featureGates,
-		KubeProxyMode:        string(shape{kubeProxyMode: p.kubeProxyMode}.proxyMode()),
+		KubeProxyMode:        kubeProxyConfigMode(p.kubeProxyMode),
 		InUserNamespace:      p.rootless,
 	}.YAML()
 }
@@ -210,4 +210,15 @@ func bootstrapArgs(args []arg) []bootstrap.Arg {
 // limit (GOMEMLIMIT).
 func memoryLimit(limit string) []bootstrap.Arg {
 	return []bootstrap.Arg{{Name: "GOMEMLIMIT", Value: limit}}
+}
+
+// kubeProxyConfigMode is the mode of kubeadm's KubeProxyConfiguration:
+// "" leaves the document out, with no kube-proxy (KubeProxyNone, which
+// is not a mode kube-proxy knows).
+func kubeProxyConfigMode(m KubeProxyMode) string {
+	m = shape{kubeProxyMode: m}.proxyMode()
+	if m == KubeProxyNone {
+		return ""
+	}
+	return string(m)
 }

@@ -147,7 +147,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 		Config: kubeadmConfigPath,
 		Log:    prebootLog,
 		Files:  []bootstrap.File{{Path: kubeadmConfigPath, Content: kubeadmInitConfig(c.initParams(cr, cp))}},
-		Addons: []string{"kube-proxy", "coredns"},
+		Addons: []string{"coredns"},
 		Print:  []string{adminKubeconfig, superAdminKubeconfig},
 	}
 	if !c.cfg.withoutStorage {
@@ -155,6 +155,9 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 	}
 	if c.cfg.networkPolicyEnforced() {
 		p.Files = append(p.Files, bootstrap.File{Path: networkPolicyManifestPath, Content: networkPolicyManifest(c.apiHost(), apiServerPort)})
+	}
+	if c.cfg.proxyMode() != KubeProxyNone {
+		p.Addons = append(p.Addons, "kube-proxy")
 	}
 	// kubelet-start cannot restart the kubelet before systemd runs, and
 	// says so; systemd starts it configured at boot.
@@ -171,7 +174,11 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	if cr.addons, err = bootstrap.Objects(parts["kube-proxy"] + "\n---\n" + dns); err != nil {
+	addons := dns
+	if proxy, ok := parts["kube-proxy"]; ok {
+		addons = proxy + "\n---\n" + dns
+	}
+	if cr.addons, err = bootstrap.Objects(addons); err != nil {
 		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}
 	}
 	return nil

@@ -715,22 +715,31 @@ const (
 	// host: a node container cannot load them. Without them creation
 	// fails before boot, saying so.
 	KubeProxyIPVS KubeProxyMode = "ipvs"
+	// KubeProxyNone runs no kube-proxy, as kind's kubeProxyMode "none":
+	// for a test that installs what replaces it (Cilium's or Calico's
+	// eBPF Service handling, for example). Until then Services have
+	// cluster IPs, DNS names and endpoints, but nothing routes to them,
+	// node ports and LoadBalancer Services included. CoreDNS and
+	// kindtest's add-ons reach the API server without a Service, so the
+	// cluster is still ready.
+	KubeProxyNone KubeProxyMode = "none"
 )
 
 // WithKubeProxyMode sets kube-proxy's mode: KubeProxyIPTables (the
-// default), KubeProxyNFTables or KubeProxyIPVS. With WithReuse, clusters
-// of different modes are told apart.
+// default), KubeProxyNFTables or KubeProxyIPVS, or KubeProxyNone for no
+// kube-proxy at all. With WithReuse, clusters of different modes are told
+// apart.
 func WithKubeProxyMode(mode KubeProxyMode) Option {
 	return func(c *config) error {
 		switch mode {
 		case KubeProxyIPTables:
 			c.kubeProxyMode = "" // the default, the same shape
 			return nil
-		case KubeProxyNFTables, KubeProxyIPVS:
+		case KubeProxyNFTables, KubeProxyIPVS, KubeProxyNone:
 			c.kubeProxyMode = mode
 			return nil
 		}
-		return fmt.Errorf("kube-proxy mode %q: use %q, %q or %q", mode, KubeProxyIPTables, KubeProxyNFTables, KubeProxyIPVS)
+		return fmt.Errorf("kube-proxy mode %q: use %q, %q, %q or %q (no kube-proxy)", mode, KubeProxyIPTables, KubeProxyNFTables, KubeProxyIPVS, KubeProxyNone)
 	}
 }
 
@@ -893,8 +902,7 @@ func (s shape) proxyMode() KubeProxyMode {
 // containerdConfigPatches(JSON6902), nodes[].image,
 // nodes[].kubeadmConfigPatches, a port mapping's listenAddress, and every
 // networking field but disableDefaultCNI (true is WithoutDefaultCNI),
-// kubeProxyMode (iptables, nftables or ipvs, as WithKubeProxyMode; kind's
-// none is refused), podSubnet and serviceSubnet (as WithPodSubnet and
+// kubeProxyMode (iptables, nftables, ipvs or none, as WithKubeProxyMode), podSubnet and serviceSubnet (as WithPodSubnet and
 // WithServiceSubnet) and ipFamily (ipv4, ipv6 or dual, as WithIPFamily).
 // Options after it add to or override what it set. Default: none.
 func WithKindConfig(data []byte) Option {

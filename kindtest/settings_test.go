@@ -337,12 +337,14 @@ nodes:
 	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/23"), WithWorkers(2)), "pod subnet 10.1.0.0/23: holds 2 /24s, one per node, for 3 nodes")
 	wantErr(t, optionErr(t, WithPodSubnet("10.1.0.0/16"), WithServiceSubnet("10.1.128.0/20")), "pod subnet 10.1.0.0/16 and Service subnet 10.1.128.0/20 overlap")
 	wantErr(t, optionErr(t, WithoutKubernetes(), WithServiceSubnet("10.1.128.0/20")), "WithoutKubernetes leaves out")
-	// kube-proxy's mode, as WithKubeProxyMode; kind's none is not one.
-	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: nftables\n"))}); err != nil || cfg.proxyMode() != KubeProxyNFTables {
-		t.Errorf("kind kubeProxyMode nftables: %v", err)
+	// kube-proxy's mode, as WithKubeProxyMode; kind's none is one.
+	for _, mode := range []KubeProxyMode{KubeProxyNFTables, KubeProxyNone} {
+		if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: " + string(mode) + "\n"))}); err != nil || cfg.proxyMode() != mode {
+			t.Errorf("kind kubeProxyMode %s: %v", mode, err)
+		}
 	}
-	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: none\n"))),
-		`field networking.kubeProxyMode: kube-proxy mode "none": use "iptables", "nftables" or "ipvs"`)
+	wantErr(t, optionErr(t, WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  kubeProxyMode: userspace\n"))),
+		`field networking.kubeProxyMode: kube-proxy mode "userspace": use "iptables", "nftables", "ipvs" or "none" (no kube-proxy)`)
 	wantErr(t, optionErr(t, WithKubeProxyMode("IPVS")), `kube-proxy mode "IPVS": use`)
 	if _, err := newConfig([]Option{WithoutKubernetes(), WithKubeProxyMode(KubeProxyIPVS)}); err == nil || !strings.Contains(err.Error(), "kube-proxy is part of Kubernetes") {
 		t.Errorf("kube-proxy mode without Kubernetes: %v", err)
@@ -355,6 +357,13 @@ nodes:
 				t.Errorf("kube-proxy mode %q: the configuration lacks %q:\n%s", mode, want, got)
 			}
 		}
+	}
+	// No kube-proxy: no KubeProxyConfiguration for kubeadm to check
+	// ("none" is no mode of kube-proxy's), the other documents as ever.
+	cp := &Node{name: "c-control-plane", ip: "172.18.0.2", role: RoleControlPlane}
+	got := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: "abcdef.0123456789abcdef", timeout: time.Minute, settings: &settings{}, kubeProxyMode: KubeProxyNone})
+	if strings.Contains(got, "KubeProxyConfiguration") || strings.Contains(got, "none") || !strings.Contains(got, "kind: KubeletConfiguration") || strings.HasSuffix(strings.TrimSpace(got), "---") {
+		t.Errorf("kube-proxy mode none: the configuration:\n%s", got)
 	}
 	if cfg, err := newConfig([]Option{WithKindConfig([]byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnetworking:\n  disableDefaultCNI: true\n"))}); err != nil || !cfg.noDefaultCNI {
 		t.Errorf("kind disableDefaultCNI: true is not WithoutDefaultCNI: %v", err)

@@ -92,7 +92,9 @@ type InitConfig struct {
 	// FeatureGates are kube-proxy's feature gates (the other components
 	// take theirs in their flags or in Kubelet).
 	FeatureGates map[string]bool
-	// KubeProxyMode is kube-proxy's mode: iptables, nftables or ipvs.
+	// KubeProxyMode is kube-proxy's mode: iptables, nftables or ipvs; ""
+	// leaves out the KubeProxyConfiguration, for a cluster without
+	// kube-proxy.
 	KubeProxyMode string
 	// InUserNamespace says the nodes run in a user namespace (a rootless
 	// engine), where kube-proxy cannot set the conntrack timeouts.
