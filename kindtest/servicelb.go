@@ -188,6 +188,12 @@ func (s *serviceLBs) sync(ctx context.Context, api *apiClient) error {
 			continue
 		}
 		if err := setIngress(ctx, api, svc, ip); err != nil {
+			// A Service deleted since the list is nothing to report:
+			// the next sync removes its load balancer.
+			if isStatus(err, http.StatusNotFound) {
+				s.say(key, "")
+				continue
+			}
 			s.say(key, fmt.Sprintf("Service %s: write its address: %v", key, err))
 			continue
 		}
