@@ -20,6 +20,13 @@ import (
 var matrixTests = []string{"TestNodeLifecycle", "TestExec", "TestLoadImagePlatforms", "TestKubernetes",
 	"TestCancelMidCreateLeavesNothing", "TestPruneOrphans", "TestKilledProcessLeavesNothing"}
 
+// matrixEngineTests are internal/docker's engine tests that run on every
+// engine of the matrix: an image of another platform imported, built on,
+// saved, renamed and loaded back under the name the archive gives (podman
+// reports localhost/NAME for it), as `kindtest build -platform` and
+// `kindtest image load` need.
+var matrixEngineTests = []string{"TestForeignPlatformImage"}
+
 // TestEngineMatrix runs the library's engine tests against each test
 // engine, with each image store: Debian trixie's Docker 26 with the
 // classic store (its default) and the containerd store, and Docker 29
@@ -34,6 +41,7 @@ func TestEngineMatrix(t *testing.T) {
 	host := enginetest.Client(t)
 	node := nodeImage(t, host)
 	bin := enginetest.BuildTests(t, "./kindtest")
+	engineBin := enginetest.BuildTests(t, "./internal/docker")
 	for _, engine := range []struct {
 		release enginetest.Release
 		stores  []string
@@ -52,13 +60,9 @@ func TestEngineMatrix(t *testing.T) {
 						Images:          []string{node, kindtest.ReaperImage},
 					})
 					t.Run("api-version", func(t *testing.T) { checkAPIVersion(t, e) })
-					t.Run("tests", func(t *testing.T) {
-						enginetest.RunTests(t, e.NetNS(), bin, []string{
-							"DOCKER_HOST=" + e.Host,
-							"KINDTEST_IMAGE=" + node,
-							"CI=true",
-						}, matrixTests)
-					})
+					env := []string{"DOCKER_HOST=" + e.Host, "KINDTEST_IMAGE=" + node, "CI=true"}
+					t.Run("tests", func(t *testing.T) { enginetest.RunTests(t, e.NetNS(), bin, env, matrixTests) })
+					t.Run("engine-tests", func(t *testing.T) { enginetest.RunTests(t, e.NetNS(), engineBin, env, matrixEngineTests) })
 				})
 			}
 		})
