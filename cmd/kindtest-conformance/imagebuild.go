@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -107,10 +110,20 @@ func (ib *imageBuilder) buildDebian(ctx context.Context, ref string, d debianIma
 // socat), its porter certificates, /uploads, the agnhost-2 link and the
 // user and group the image defines.
 func (ib *imageBuilder) agnhost(ctx context.Context, ref string) error {
+	d, extra, err := ib.agnhostImage()
+	if err != nil {
+		return err
+	}
+	return ib.buildDebian(ctx, ref, d, extra...)
+}
+
+// agnhostImage is the recipe of the agnhost image, and the hash of the
+// binary it copies in.
+func (ib *imageBuilder) agnhostImage() (debianImage, []string, error) {
 	src := filepath.Join(ib.bins.kubernetesDir, "test", "images", "agnhost")
 	stage := filepath.Join(ib.tmp, "agnhost")
 	if err := os.MkdirAll(stage, 0o755); err != nil {
-		return err
+		return debianImage{}, nil, err
 	}
 	for _, f := range []struct{ from, to string }{
 		{ib.bins.path("agnhost"), "agnhost"},
@@ -118,12 +131,12 @@ func (ib *imageBuilder) agnhost(ctx context.Context, ref string) error {
 		{filepath.Join(src, "porter", "localhost.key"), "localhost.key"},
 	} {
 		if err := copyFile(f.from, filepath.Join(stage, f.to)); err != nil {
-			return err
+			return debianImage{}, nil, err
 		}
 	}
 	bin, err := os.ReadFile(ib.bins.path("agnhost"))
 	if err != nil {
-		return err
+		return debianImage{}, nil, err
 	}
 	d := debianImage{
 		suite:    "bookworm",
@@ -134,7 +147,37 @@ func (ib *imageBuilder) agnhost(ctx context.Context, ref string) error {
 		},
 		changes: []string{`ENTRYPOINT ["/agnhost"]`, `CMD ["pause"]`, "EXPOSE 80 8080 8081 9376 5000", "WORKDIR /"},
 	}
-	return ib.buildDebian(ctx, ref, d, hashStrings(string(bin)))
+	return d, []string{hashStrings(string(bin))}, nil
+}
+
+// webImage builds the kitten or nautilus image (name) as its Dockerfile
+// does: the agnhost image with the picture and data.json of
+// test/images/NAME/html in its working directory, serving them with
+// agnhost's test-webserver.
+func (ib *imageBuilder) webImage(ctx context.Context, ref, name string) error {
+	d, extra, err := ib.agnhostImage()
+	if err != nil {
+		return err
+	}
+	html := filepath.Join(ib.bins.kubernetesDir, "test", "images", name, "html")
+	var files []string
+	for _, f := range []string{name + ".jpg", "data.json"} {
+		to := filepath.Join(ib.tmp, name+"-"+f)
+		if err := copyFile(filepath.Join(html, f), to); err != nil {
+			return err
+		}
+		data, err := os.ReadFile(to)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, hashStrings(f, string(data)))
+		files = append(files, to)
+	}
+	d.hooks = append(d.hooks,
+		"copy-in "+strings.Join(files, " ")+" /",
+		fmt.Sprintf(`chroot "$1" sh -ec 'mv /%[1]s-%[1]s.jpg /%[1]s.jpg; mv /%[1]s-data.json /data.json; chmod 0644 /%[1]s.jpg /data.json'`, name))
+	d.changes = append(d.changes, `CMD ["test-webserver"]`)
+	return ib.buildDebian(ctx, ref, d, extra...)
 }
 
 // nginx builds a stand-in for the e2e nginx image (nginx:1.27-alpine
@@ -189,30 +232,109 @@ func (ib *imageBuilder) glibcDNSTesting(ctx context.Context, ref string) error {
 	return ib.buildDebian(ctx, ref, debianImage{suite: "bookworm", packages: []string{"dnsutils"}})
 }
 
-// busyboxSuite is the Debian release whose busybox-static the busybox
-// image is made of: trixie's is BusyBox 1.37.0.
-const busyboxSuite = "trixie"
+// The BusyBox release the busybox image is built from: the upstream
+// release tarball, as Debian's archive carries it (busybox_1.37.0.orig.tar.bz2),
+// checked against the SHA-256 that Debian's busybox_1.37.0-6.dsc gives.
+// Debian's own binaries will not do: Debian patches ash to drop
+// environment variables whose names are not shell identifiers (unless
+// built for the installer), which upstream ash passes on to the programs
+// it runs, and the ConfigMap and Secret specs read "data-1=value-1" from
+// `sh -c env`.
+const (
+	busyboxVersion = "1.37.0"
+	busyboxSource  = "http://deb.debian.org/debian/pool/main/b/busybox/busybox_1.37.0.orig.tar.bz2"
+	busyboxSHA256  = "3311dff32e746499f4df0d5df04d7eb396382d7e108bb9250e7b519b837043a4"
+	// busyboxSuite is the Debian release of the compiler that builds it.
+	busyboxSuite = "bookworm"
+)
+
+// busyboxBuild compiles BusyBox: defconfig, linked statically, without
+// the SHA hardware acceleration whose assembly 1.37.0 builds unguarded.
+const busyboxBuild = `cd /tmp && tar xjf busybox.tar.bz2 && cd busybox-` + busyboxVersion + ` && make defconfig >/dev/null && ` +
+	`sed -i -e 's/^# CONFIG_STATIC is not set/CONFIG_STATIC=y/' -e 's/^CONFIG_SHA1_HWACCEL=y/# CONFIG_SHA1_HWACCEL is not set/' -e 's/^CONFIG_SHA256_HWACCEL=y/# CONFIG_SHA256_HWACCEL is not set/' .config && ` +
+	`make -j"$(nproc)" busybox >/tmp/busybox-build.log 2>&1 || { tail -40 /tmp/busybox-build.log; exit 1; }`
+
+// busyboxBinary returns the path of the upstream BusyBox binary, built
+// once per recipe into the binaries' directory: the source downloaded and
+// checked, then compiled in a Debian root file system with mmdebstrap.
+func (ib *imageBuilder) busyboxBinary(ctx context.Context) (string, error) {
+	out := filepath.Join(ib.bins.dir, "busybox-"+busyboxVersion+"-"+hashStrings(busyboxSHA256, busyboxSuite, busyboxBuild)[:12])
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
+	}
+	src := filepath.Join(ib.tmp, "busybox.tar.bz2")
+	if err := download(ctx, busyboxSource, busyboxSHA256, src); err != nil {
+		return "", fmt.Errorf("BusyBox %s source: %w", busyboxVersion, err)
+	}
+	ib.log.Printf("  compiling BusyBox %s from its release tarball (Debian %s, build-essential)", busyboxVersion, busyboxSuite)
+	staged := filepath.Join(ib.tmp, "busybox-built")
+	if err := os.MkdirAll(staged, 0o755); err != nil {
+		return "", err
+	}
+	args := []string{"--variant=apt", "--include=build-essential,bzip2"}
+	args = append(args, mmdebstrapArgs...)
+	if os.Geteuid() != 0 {
+		args = append(args, "--mode=unshare")
+	}
+	args = append(args,
+		"--customize-hook=copy-in "+src+" /tmp",
+		"--customize-hook=chroot \"$1\" sh -ec '"+strings.ReplaceAll(busyboxBuild, "'", `'\''`)+"'",
+		"--customize-hook=copy-out /tmp/busybox-"+busyboxVersion+"/busybox "+staged,
+		busyboxSuite, "/dev/null")
+	if err := runProgram(ctx, ib.tmp, "mmdebstrap", args...); err != nil {
+		return "", fmt.Errorf("compile BusyBox %s: %w", busyboxVersion, err)
+	}
+	if err := copyFile(filepath.Join(staged, "busybox"), out+".tmp"); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(out+".tmp", 0o755); err != nil {
+		return "", err
+	}
+	return out, os.Rename(out+".tmp", out)
+}
+
+// download fetches url into path, failing unless its SHA-256 is sum.
+func download(ctx context.Context, url, sum, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		os.Remove(path)
+		return fmt.Errorf("GET %s: SHA-256 %s, want %s", url, got, sum)
+	}
+	return nil
+}
 
 // busybox builds the busybox image as the official one is: the static
 // busybox binary at /bin/busybox, a link for each applet beside it, and
-// the official image's /etc/passwd and /etc/group. The binary is Debian
-// trixie's busybox-static; the image is faithful when its BusyBox release
-// is the tag's (1.37.0 for busybox:1.37.0-2). It returns the release.
+// the official image's /etc/passwd and /etc/group. The binary is upstream
+// BusyBox (busyboxBinary); the image is faithful when its release is the
+// tag's (1.37.0 for busybox:1.37.0-2). It returns the release.
 func (ib *imageBuilder) busybox(ctx context.Context, ref string) (string, error) {
-	dir := filepath.Join(ib.tmp, "busybox-rootfs")
-	os.RemoveAll(dir)
-	if err := runProgram(ctx, ib.tmp, "mmdebstrap", "--variant=extract", "--include=busybox-static", busyboxSuite, dir); err != nil {
+	bin, err := ib.busyboxBinary(ctx)
+	if err != nil {
 		return "", err
-	}
-	bin := ""
-	for _, p := range []string{"usr/bin/busybox", "bin/busybox"} {
-		if _, err := os.Stat(filepath.Join(dir, p)); err == nil {
-			bin = filepath.Join(dir, p)
-			break
-		}
-	}
-	if bin == "" {
-		return "", fmt.Errorf("busybox-static of %s has no busybox binary", busyboxSuite)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -239,7 +361,7 @@ func (ib *imageBuilder) busybox(ctx context.Context, ref string) (string, error)
 	if err := busyboxTar(&buf, data, applets); err != nil {
 		return "", err
 	}
-	ib.log.Printf("  building %s from %s's busybox-static (BusyBox %s, %d applets)", ref, busyboxSuite, release, len(applets))
+	ib.log.Printf("  building %s from upstream BusyBox %s (%d applets)", ref, release, len(applets))
 	return release, ib.cli.ImportImage(ctx, &buf, ref, []string{`CMD ["sh"]`, "LABEL " + recipeLabel + "=" + recipe})
 }
 

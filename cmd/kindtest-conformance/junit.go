@@ -39,6 +39,9 @@ type junitMessage struct {
 
 // summary is what one ginkgo run, or several added up, did.
 type summary struct {
+	// Listed is how many conformance specs of conformance.yaml the focus
+	// and skip select; Selected should come to as many.
+	Listed int
 	// Selected is how many specs the label filter, focus and skip chose.
 	Selected int
 	// Ran is Passed plus Failed: specs that ran to an outcome.

@@ -74,6 +74,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	// A bad expression is refused now, not after the e2e.test build.
+	if _, err := selectSpecs(nil, o.focus, o.skip); err != nil {
+		return o, err
+	}
 	if o.workers < 0 || o.parallel < 1 {
 		return o, errors.New("-workers must be 0 or more and -parallel 1 or more")
 	}
@@ -99,13 +103,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	l := log.New(os.Stderr, "", log.Ltime)
-	failed, err := run(ctx, l, o)
+	total, err := run(ctx, l, o)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kindtest-conformance:", err)
 		os.Exit(1)
 	}
-	if failed {
+	if total.Failed > 0 {
 		os.Exit(1)
 	}
 }

@@ -22,61 +22,62 @@ import (
 // defaultNodeImage is the node image a run uses unless told otherwise.
 const defaultNodeImage = kindtest.DefaultImage
 
-// run does the whole job and reports whether any spec failed.
-func run(ctx context.Context, log logger, o options) (failed bool, err error) {
+// run does the whole job and returns the summary of its runs: any spec
+// failed when its Failed is not 0.
+func run(ctx context.Context, log logger, o options) (total summary, err error) {
 	start := time.Now()
 	moduleDir, err := findModule()
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	cli, err := docker.New(ctx)
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	defer cli.Close()
 	version := o.version
 	if version == "" || !o.buildOnly {
 		nodeVersion, err := nodeImageVersion(ctx, cli, o.image)
 		if err != nil {
-			return false, err
+			return summary{}, err
 		}
 		if version != "" && version != nodeVersion {
-			return false, fmt.Errorf("-kubernetes-version %s, but node image %s is Kubernetes %s: the e2e tests must be the cluster's version (pass -build-only to build them alone)", version, o.image, nodeVersion)
+			return summary{}, fmt.Errorf("-kubernetes-version %s, but node image %s is Kubernetes %s: the e2e tests must be the cluster's version (pass -build-only to build them alone)", version, o.image, nodeVersion)
 		}
 		version = nodeVersion
 		log.Printf("node image %s: Kubernetes %s", o.image, version)
 	}
 	if _, ok := images.ParseRelease(version); !ok {
-		return false, fmt.Errorf("Kubernetes version %q is not a release of the form vMAJOR.MINOR.PATCH", version)
+		return summary{}, fmt.Errorf("Kubernetes version %q is not a release of the form vMAJOR.MINOR.PATCH", version)
 	}
 
 	bins, err := buildBinaries(ctx, log, moduleDir, o.cacheDir, version, o.nice)
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
-	plans, err := planImages(ctx, bins)
+	plans, listed, err := planImages(ctx, bins, o.focus, o.skip)
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return false, err
+		return summary{}, err
 	}
 	out, err := filepath.Abs(o.out)
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	tmp, err := os.MkdirTemp("", "kindtest-conformance-")
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	defer os.RemoveAll(tmp)
 	ib := &imageBuilder{cli: cli, log: log, bins: bins, tmp: tmp}
 	if err := buildImages(ctx, ib, plans); err != nil {
-		return false, err
+		return summary{}, err
 	}
 	if o.buildOnly {
 		writeImageReport(os.Stdout, plans)
-		return false, nil
+		return summary{}, nil
 	}
 
 	cluster, err := kindtest.New(ctx,
@@ -86,7 +87,7 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 		kindtest.WithNamePrefix("conformance"),
 		kindtest.WithLogger(log))
 	if err != nil {
-		return false, err
+		return summary{}, err
 	}
 	defer func() {
 		// Its own context: the run's may be cancelled by now.
@@ -100,7 +101,7 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 	}()
 	log.Printf("cluster %s: %d control plane(s), %d worker(s)", cluster.Name(), o.controlPlane, o.workers)
 	if err := markNodeImages(ctx, cluster, plans); err != nil {
-		return false, err
+		return summary{}, err
 	}
 	var load []string
 	for _, p := range plans {
@@ -110,12 +111,12 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 	}
 	loadStart := time.Now()
 	if err := cluster.LoadImage(ctx, load...); err != nil {
-		return false, err
+		return summary{}, err
 	}
 	log.Printf("loaded %d test images into every node in %s", len(load), time.Since(loadStart).Round(100*time.Millisecond))
 	writeImageReport(os.Stderr, plans)
 
-	var total summary
+	total.Listed = listed
 	var reports []string
 	phases := []struct {
 		name, labels string
@@ -131,11 +132,11 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return summary{}, err
 		}
 		s, report, rerr := runGinkgo(ctx, log, bins, cluster, o, out, ph.name, ph.labels, ph.nodes)
 		if rerr != nil {
-			return false, rerr
+			return summary{}, rerr
 		}
 		reports = append(reports, report)
 		var b strings.Builder
@@ -152,13 +153,16 @@ func run(ctx context.Context, log logger, o options) (failed bool, err error) {
 	total.Wall = time.Since(start)
 	fmt.Fprintf(&b, "total: %d selected, %d ran, %d passed, %d failed, %d skipped at run time; the whole command took %s\n",
 		total.Selected, total.Ran, total.Passed, total.Failed, total.Skipped, total.Wall.Round(time.Second))
+	if total.Selected != total.Listed {
+		fmt.Fprintf(&b, "conformance.yaml lists %d conformance specs for this focus and skip, ginkgo selected %d\n", total.Listed, total.Selected)
+	}
 	fmt.Fprintf(&b, "JUnit reports: %s\n", strings.Join(reports, ", "))
 	writeImageReport(&b, plans)
 	os.Stdout.WriteString(b.String())
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(b.String()), 0o644); err != nil {
-		return false, err
+		return summary{}, err
 	}
-	return total.Failed > 0, nil
+	return total, nil
 }
 
 // nodeImageVersion reads the Kubernetes version the node image is
@@ -263,41 +267,53 @@ func e2eArgs(kubeconfig, kubectl, reportDir string, workers int) []string {
 // planImages decides, for every image the conformance specs name, how it
 // is made: from the e2e framework's image list (manifest.go and
 // e2e.test --list-images) and the conformance spec files that name each.
-func planImages(ctx context.Context, bins binaries) ([]imagePlan, error) {
+func planImages(ctx context.Context, bins binaries, focus, skip string) ([]imagePlan, int, error) {
 	manifest, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "utils", "image", "manifest.go"))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	listed, err := exec.CommandContext(ctx, bins.path("e2e.test"), "--list-images").Output()
+	refs, err := exec.CommandContext(ctx, bins.path("e2e.test"), "--list-images").Output()
 	if err != nil {
-		return nil, fmt.Errorf("e2e.test --list-images: %w", err)
+		return nil, 0, fmt.Errorf("e2e.test --list-images: %w", err)
 	}
 	list, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "conformance", "testdata", "conformance.yaml"))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	configs := matchRefs(parseManifest(manifest), string(listed))
+	configs := matchRefs(parseManifest(manifest), string(refs))
 	var ids []string
 	for _, c := range configs {
 		ids = append(ids, c.ID)
 	}
-	users, err := imageUsers(bins.kubernetesDir, parseConformanceList(list), ids)
+	all := parseConformanceList(list)
+	specs, err := selectSpecs(all, focus, skip)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	templated, err := manifestTemplateImages(bins.kubernetesDir, ids)
+	if len(specs) == 0 {
+		return nil, 0, fmt.Errorf("-focus %q and -skip %q select none of the %d conformance specs of Kubernetes %s (test/conformance/testdata/conformance.yaml)", focus, skip, len(all), bins.version)
+	}
+	users, err := imageUsers(bins.kubernetesDir, specs, ids)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	// The kubectl specs apply the testing manifests, whose templates
+	// name images of their own.
+	var templated []string
+	if slices.ContainsFunc(specs, func(s conformanceSpec) bool { return strings.HasPrefix(s.File, "test/e2e/kubectl/") }) {
+		if templated, err = manifestTemplateImages(bins.kubernetesDir, ids); err != nil {
+			return nil, 0, err
+		}
 	}
 	agnhostVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "agnhost", "VERSION"))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	nnpVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "nonewprivs", "VERSION"))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), nil
+	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), len(specs), nil
 }
 
 // alwaysNeeded are the images the e2e framework's own helpers run in
@@ -336,7 +352,7 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 			}
 		case "busybox":
 			p.Built, p.Faithful = true, true
-			p.How = "BusyBox from Debian " + busyboxSuite + "'s busybox-static"
+			p.How = "BusyBox " + busyboxVersion + " built from its release tarball"
 		case "pause", "etcd":
 			p.How = "kubeadm's image, in the node image (checked once the cluster is up)"
 		case "nginx":
@@ -349,6 +365,11 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 			} else {
 				p.How = fmt.Sprintf("nonewprivs %s: the source of k8s.io/kubernetes@%s is %s", c.Version, kubernetesVersion, nonewprivsVersion)
 			}
+		case "kitten", "nautilus":
+			// This module's sources are a later release (1.9, 1.9.0)
+			// of the same pictures on a later agnhost.
+			p.Built = true
+			p.How = fmt.Sprintf("a stand-in: agnhost %s with test/images/%s/html of k8s.io/kubernetes@%s, as its Dockerfile builds it, under the %s tag", agnhostVersion, c.Name, kubernetesVersion, c.Version)
 		case "glibc-dns-testing":
 			p.Built, p.Faithful = true, true
 			p.How = "Debian bookworm with dnsutils, as its Dockerfile builds it, without the CoreDNS 1.5.0 binary the probes do not use"
@@ -389,9 +410,9 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 			release, err = ib.busybox(ctx, p.Ref)
 			if want, _, _ := strings.Cut(p.Version, "-"); err == nil && release != want {
 				plans[i].Faithful = false
-				plans[i].How = fmt.Sprintf("a stand-in: BusyBox %s from Debian %s's busybox-static, not %s", release, busyboxSuite, want)
+				plans[i].How = fmt.Sprintf("a stand-in: BusyBox %s built from its release tarball, not %s", release, want)
 			} else if err == nil {
-				plans[i].How = fmt.Sprintf("BusyBox %s from Debian %s's busybox-static", release, busyboxSuite)
+				plans[i].How = fmt.Sprintf("BusyBox %s built from its release tarball (defconfig, static)", release)
 			}
 		case "nginx":
 			err = ib.nginx(ctx, p.Ref)
@@ -401,6 +422,8 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 			err = ib.nonewprivs(ctx, p.Ref)
 		case "glibc-dns-testing":
 			err = ib.glibcDNSTesting(ctx, p.Ref)
+		case "kitten", "nautilus":
+			err = ib.webImage(ctx, p.Ref, p.Name)
 		}
 		if err != nil {
 			return fmt.Errorf("build %s: %w", p.Ref, err)

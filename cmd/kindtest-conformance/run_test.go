@@ -3,8 +3,15 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -89,5 +96,35 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"extra"}, &stderr); err == nil {
 		t.Fatal("a stray argument accepted")
+	}
+}
+
+func TestDownload(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/src.tar" {
+			http.NotFound(w, r)
+			return
+		}
+		io.WriteString(w, "source")
+	}))
+	defer srv.Close()
+	sum := sha256.Sum256([]byte("source"))
+	good := hex.EncodeToString(sum[:])
+	path := filepath.Join(t.TempDir(), "src.tar")
+	if err := download(t.Context(), srv.URL+"/src.tar", good, path); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "source" {
+		t.Fatalf("downloaded %q, %v", b, err)
+	}
+	bad := strings.Repeat("0", 64)
+	if err := download(t.Context(), srv.URL+"/src.tar", bad, path); err == nil || !strings.Contains(err.Error(), "want "+bad) {
+		t.Errorf("a wrong checksum: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a download with the wrong checksum is left at %s: %v", path, err)
+	}
+	if err := download(t.Context(), srv.URL+"/gone", good, path); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a missing file: %v", err)
 	}
 }

@@ -103,6 +103,37 @@ func parseConformanceList(data []byte) []conformanceSpec {
 	return specs
 }
 
+// selectSpecs keeps the specs whose name matches focus and not skip, as
+// ginkgo's --focus and --skip select them ("" matches every name, and
+// no name, for focus and skip): only their images are built and loaded.
+func selectSpecs(specs []conformanceSpec, focus, skip string) ([]conformanceSpec, error) {
+	match := func(flag, expr string) (*regexp.Regexp, error) {
+		if expr == "" {
+			return nil, nil
+		}
+		re, err := regexp.Compile(expr)
+		if err != nil {
+			return nil, fmt.Errorf("-%s %q: %w", flag, expr, err)
+		}
+		return re, nil
+	}
+	f, err := match("focus", focus)
+	if err != nil {
+		return nil, err
+	}
+	sk, err := match("skip", skip)
+	if err != nil {
+		return nil, err
+	}
+	var out []conformanceSpec
+	for _, s := range specs {
+		if (f == nil || f.MatchString(s.Codename)) && (sk == nil || !sk.MatchString(s.Codename)) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
 // imageUsers maps each image ID to the conformance spec files that name
 // it (imageutils.ID, image.ID or e2eimage.ID), with how many conformance
 // specs each file holds. Found in the source, so per file, not per spec:

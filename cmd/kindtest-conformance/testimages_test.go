@@ -91,8 +91,8 @@ func TestDecide(t *testing.T) {
 	check("Agnhost", true, false)
 	check("BusyBox", true, false)
 	check("AgnhostPrev", true, true) // a stand-in: the module's agnhost is 2.66.1
-	check("Kitten", false, true)
-	check("Nginx", true, true) // a stand-in
+	check("Kitten", true, true)      // a stand-in: the module's html is kitten 1.9's
+	check("Nginx", true, true)       // a stand-in
 	check("InvalidRegistryImage", false, false)
 	check("Pause", false, true) // until the node image is checked
 
@@ -105,7 +105,7 @@ func TestDecide(t *testing.T) {
 			t.Errorf("description %q lacks %q", d, want)
 		}
 	}
-	if d := got["Kitten"].describe(); !strings.HasPrefix(d, "NOT BUILT registry.k8s.io/e2e-test-images/kitten:1.8 (Kitten)") {
+	if d := got["Kitten"].describe(); !strings.HasPrefix(d, "SUBSTITUTE registry.k8s.io/e2e-test-images/kitten:1.8 (Kitten)") || !strings.Contains(d, "test/images/kitten/html") {
 		t.Errorf("kitten description %q", d)
 	}
 	if d := got["Nginx"].describe(); !strings.HasPrefix(d, "SUBSTITUTE ") {
@@ -148,5 +148,36 @@ func TestNamedImages(t *testing.T) {
 func TestBusyboxRelease(t *testing.T) {
 	if got := busyboxRelease("BusyBox v1.37.0 (Debian 1:1.37.0-6) multi-call binary.\nUsage: ..."); got != "1.37.0" {
 		t.Fatalf("release %q", got)
+	}
+}
+
+func TestSelectSpecs(t *testing.T) {
+	specs := []conformanceSpec{
+		{Codename: "[sig-network] Services should serve a basic endpoint from pods [Conformance]", File: "test/e2e/network/service.go"},
+		{Codename: "[sig-network] Services should serve endpoints on same port and different protocols [Conformance]", File: "test/e2e/network/service.go"},
+		{Codename: "[sig-network] DNS should provide DNS for services [Conformance]", File: "test/e2e/network/dns.go"},
+		{Codename: "[sig-node] Pods should be submitted and removed [NodeConformance] [Conformance]", File: "test/e2e/common/node/pods.go"},
+	}
+	for _, tc := range []struct {
+		focus, skip string
+		want        int
+	}{
+		{"", "", 4},
+		{`\[sig-network\] (Services|DNS) `, "", 3},
+		{`\[sig-network\] (Services|DNS) `, "different protocols", 2},
+		{"", `\[sig-node\]`, 3},
+		{"nothing like it", "", 0},
+	} {
+		got, err := selectSpecs(specs, tc.focus, tc.skip)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("selectSpecs(focus %q, skip %q) = %d specs, %v; want %d", tc.focus, tc.skip, len(got), err, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"-focus", "[sig-network"}, {"-skip", "a(b"}} {
+		var stderr strings.Builder
+		_, err := parseFlags(args, &stderr)
+		if err == nil || !strings.Contains(err.Error(), args[0]+" ") || !strings.Contains(err.Error(), "missing closing") {
+			t.Errorf("parseFlags(%q) = %v; want the flag and the expression's fault", args, err)
+		}
 	}
 }
