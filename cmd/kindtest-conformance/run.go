@@ -316,9 +316,11 @@ func planImages(ctx context.Context, bins binaries, focus, skip string) ([]image
 	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), len(specs), nil
 }
 
-// alwaysNeeded are the images the e2e framework's own helpers run in
-// most specs, named in no spec file.
-var alwaysNeeded = []string{"Agnhost", "BusyBox", "Pause"}
+// alwaysNeeded are the images the e2e framework itself runs, whatever
+// the specs (agnhost's exec pods, the pods' sandboxes). BusyBox, which
+// its pod helpers default to, is needed by the spec files that call them
+// (namedImages).
+var alwaysNeeded = []string{"Agnhost", "Pause"}
 
 // sourceVersions are the versions of the test images' sources in the
 // module (test/images/NAME/VERSION).

@@ -32,7 +32,8 @@ const sliceSkip = `should serve endpoints on same port and different protocols`
 // ...` does, on a default 1+2 cluster: every selected spec must pass.
 // The first run on a machine builds e2e.test (6 minutes here, the node
 // image's build having filled the Go build cache) and the test images it
-// needs (about 4 minutes); later runs find them up to date.
+// needs (agnhost and the DNS specs' glibc-dns-testing, not BusyBox: about
+// 4 minutes); later runs find them up to date.
 func TestConformanceSlice(t *testing.T) {
 	dc := enginetest.Client(t)
 	if _, err := dc.InspectImage(context.Background(), defaultNodeImage); err != nil {

@@ -168,17 +168,29 @@ type fileUse struct {
 }
 
 // namedImages returns those of ids that src names as imageutils.ID,
-// image.ID or e2eimage.ID.
+// image.ID or e2eimage.ID, and BusyBox (when among ids) if src calls one
+// of the framework's helpers that run it.
 func namedImages(src []byte, ids []string) []string {
 	var out []string
 	for _, id := range ids {
 		re := regexp.MustCompile(`\b(imageutils|image|e2eimage)\.` + regexp.QuoteMeta(id) + `\b`)
-		if re.Match(src) {
+		if re.Match(src) || (id == "BusyBox" && busyboxHelpers.Match(src)) {
 			out = append(out, id)
 		}
 	}
 	return out
 }
+
+// busyboxHelpers are the calls of the e2e framework's helpers (v1.37.2)
+// whose pods run BusyBox unless told otherwise, named in no spec's own
+// image list: e2epod's default test image and the pods it makes
+// (MakePod, MakeSecPod, CreatePod and their kin), e2edeployment's
+// CreateDeployment, e2ejob's test jobs, e2evolume's tester pods, the
+// RuntimeClass and AppArmor test pods, under the names every spec file
+// imports them as. The files of most conformance
+// specs name BusyBox themselves; those of the Services, DNS and
+// pod-networking specs do neither, so a slice of them needs no BusyBox.
+var busyboxHelpers = regexp.MustCompile(`\b(e2epod|e2edeployment|e2ejob|e2evolume|e2eruntimeclass|e2esecurity)\.(GetDefaultTestImage|GetDefaultTestImageID|MakePod|MakePodSpec|MakeSecPod|CreatePod|CreateSecPod|CreateSecPodWithNodeSelection|CreateUnschedulablePod|CreateDeployment|NewTestJob|NewTestJobOnNode|TestVolumeClient|TestVolumeClientSlow|InjectContent|NewRuntimeClassPod|AppArmorTestPod)\(`)
 
 // manifestTemplateImages are the images that the e2e testing manifests'
 // templates name ({{.AgnhostImage}} and the like), which the kubectl specs

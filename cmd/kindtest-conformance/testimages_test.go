@@ -96,6 +96,13 @@ func TestDecide(t *testing.T) {
 	check("InvalidRegistryImage", false, false)
 	check("Pause", false, true) // until the node image is checked
 
+	// Without a spec file or template that runs BusyBox, it is not built.
+	for _, p := range decide(configs, users, nil, sourceVersions{agnhost: "2.66.1", nonewprivs: "1.4"}, "v1.37.2") {
+		if p.ID == "BusyBox" {
+			t.Errorf("BusyBox planned though no spec file runs it: %s", p.How)
+		}
+	}
+
 	d := got["AgnhostPrev"].describe()
 	if got["AgnhostPrev"].StandInFor != "agnhost:2.66.1" {
 		t.Errorf("AgnhostPrev stands in for %q", got["AgnhostPrev"].StandInFor)
@@ -142,6 +149,16 @@ func TestNamedImages(t *testing.T) {
 	got := namedImages(src, []string{"Agnhost", "AgnhostPrev", "BusyBox", "Nginx"})
 	if strings.Join(got, ",") != "AgnhostPrev,BusyBox" {
 		t.Fatalf("named %v", got)
+	}
+	// BusyBox through the framework's pod helpers, and not for a file
+	// that calls none of them (a Services spec's exec pod is agnhost).
+	helper := []byte("pod := e2epod.MakePod(ns, nil, nil, f.NamespacePodSecurityLevel, \"true\")\n")
+	if got := namedImages(helper, []string{"Agnhost", "BusyBox"}); strings.Join(got, ",") != "BusyBox" {
+		t.Errorf("for a MakePod call: named %v, want BusyBox", got)
+	}
+	services := []byte("execPod := e2epod.CreateExecPodOrFail(ctx, cs, ns, \"execpod\", nil)\npods.Create(ctx, pod, metav1.CreateOptions{})\n_, err := jig.CreateDeployment(spec)\n")
+	if got := namedImages(services, []string{"Agnhost", "BusyBox"}); len(got) != 0 {
+		t.Errorf("for an exec pod: named %v, want none", got)
 	}
 }
 
