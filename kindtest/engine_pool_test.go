@@ -216,10 +216,9 @@ func TestPool(t *testing.T) {
 		// Each claimer ends its cluster as its own.
 		for name, k := range names {
 			k.stdin.Close()
-			if err := k.cmd.Wait(); err != nil {
+			if err := k.wait(); err != nil {
 				t.Errorf("child of %s: %v\n%s", name, err, k.output())
 			}
-			<-k.done
 			if n := leftovers(t, dc, map[string]string{kindtest.LabelCluster: name}); n != 0 {
 				t.Errorf("cluster %s: %d object(s) left after its claimer deleted it", name, n)
 			}

@@ -109,6 +109,18 @@ func (c *childProc) end(sig syscall.Signal) error {
 	}
 	c.mu.Unlock()
 	_ = c.cmd.Process.Signal(sig)
+	return c.wait()
+}
+
+// wait waits for the child to exit, once its output has been read to the
+// end: exec.Cmd.Wait closes the pipe, and a line still unread then (the
+// last ones a child prints before it exits) would be lost.
+func (c *childProc) wait() error {
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		// Something else holds the pipe open; Wait closes it.
+	}
 	err := c.cmd.Wait()
 	<-c.done
 	return err
@@ -356,8 +368,7 @@ func TestExitFromTestBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = c.cmd.Wait()
-	<-c.done
+	err = c.wait()
 	if !strings.Contains(c.output(), "child: created") {
 		t.Fatalf("child did not create its cluster (%v):\n%s", err, c.output())
 	}
@@ -475,10 +486,9 @@ func TestConcurrentProcesses(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if err := c.cmd.Wait(); err != nil {
+			if err := c.wait(); err != nil {
 				t.Errorf("process %d: %v\n%s", i, err, c.output())
 			}
-			<-c.done
 			children[i] = c
 		}()
 	}
@@ -827,6 +837,11 @@ func TestGinkgoInterrupt(t *testing.T) {
 			}
 			if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 				t.Fatal(err)
+			}
+			// The output to its end first: Wait closes the pipe.
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
 			}
 			_ = cmd.Wait()
 			<-done
