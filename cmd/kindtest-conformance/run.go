@@ -55,10 +55,11 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	if err != nil {
 		return summary{}, err
 	}
-	plans, listed, err := planImages(ctx, bins, o.focus, o.skip)
+	plan, err := planImages(ctx, bins, o.focus, o.skip)
 	if err != nil {
 		return summary{}, err
 	}
+	plans := plan.images
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return summary{}, err
 	}
@@ -77,15 +78,17 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	}
 	if o.buildOnly {
 		writeImageReport(os.Stdout, plans)
+		writeMirrorReport(os.Stdout, plan.pullAlways, plans)
 		return summary{}, nil
 	}
 
-	cluster, err := kindtest.New(ctx,
+	cluster, err := kindtest.New(ctx, append([]kindtest.Option{
 		kindtest.WithImage(o.image),
 		kindtest.WithWorkers(o.workers),
 		kindtest.WithControlPlanes(o.controlPlane),
 		kindtest.WithNamePrefix("conformance"),
-		kindtest.WithLogger(log))
+		kindtest.WithLogger(log)},
+		mirrorOptions(plans)...)...)
 	if err != nil {
 		return summary{}, err
 	}
@@ -114,9 +117,13 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 		return summary{}, err
 	}
 	log.Printf("loaded %d test images into every node in %s", len(load), time.Since(loadStart).Round(100*time.Millisecond))
+	if err := pushMirrored(ctx, cli, log, cluster.RegistryAddr(), plans); err != nil {
+		return summary{}, err
+	}
 	writeImageReport(os.Stderr, plans)
+	writeMirrorReport(os.Stderr, plan.pullAlways, plans)
 
-	total.Listed = listed
+	total.Listed = plan.listed
 	var reports []string
 	phases := []struct {
 		name, labels string
@@ -158,6 +165,7 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	}
 	fmt.Fprintf(&b, "JUnit reports: %s\n", strings.Join(reports, ", "))
 	writeImageReport(&b, plans)
+	writeMirrorReport(&b, plan.pullAlways, plans)
 	os.Stdout.WriteString(b.String())
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(b.String()), 0o644); err != nil {
 		return summary{}, err
@@ -264,21 +272,34 @@ func e2eArgs(kubeconfig, kubectl, reportDir string, workers int) []string {
 	return args
 }
 
+// runPlan is what planImages decides before anything is built.
+type runPlan struct {
+	images []imagePlan
+	// listed is how many conformance specs conformance.yaml lists for
+	// the focus and skip.
+	listed int
+	// pullAlways are the selected specs that pull with Always: when there
+	// are any, the images their files name are mirrored (Mirror).
+	pullAlways []conformanceSpec
+}
+
 // planImages decides, for every image the conformance specs name, how it
 // is made: from the e2e framework's image list (manifest.go and
-// e2e.test --list-images) and the conformance spec files that name each.
-func planImages(ctx context.Context, bins binaries, focus, skip string) ([]imagePlan, int, error) {
+// e2e.test --list-images) and the conformance spec files that name each;
+// and which images the cluster's registry serves, for the specs that pull
+// with Always.
+func planImages(ctx context.Context, bins binaries, focus, skip string) (runPlan, error) {
 	manifest, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "utils", "image", "manifest.go"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	refs, err := exec.CommandContext(ctx, bins.path("e2e.test"), "--list-images").Output()
 	if err != nil {
-		return nil, 0, fmt.Errorf("e2e.test --list-images: %w", err)
+		return runPlan{}, fmt.Errorf("e2e.test --list-images: %w", err)
 	}
 	list, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "conformance", "testdata", "conformance.yaml"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	configs := matchRefs(parseManifest(manifest), string(refs))
 	var ids []string
@@ -288,32 +309,38 @@ func planImages(ctx context.Context, bins binaries, focus, skip string) ([]image
 	all := parseConformanceList(list)
 	specs, err := selectSpecs(all, focus, skip)
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	if len(specs) == 0 {
-		return nil, 0, fmt.Errorf("-focus %q and -skip %q select none of the %d conformance specs of Kubernetes %s (test/conformance/testdata/conformance.yaml)", focus, skip, len(all), bins.version)
+		return runPlan{}, fmt.Errorf("-focus %q and -skip %q select none of the %d conformance specs of Kubernetes %s (test/conformance/testdata/conformance.yaml)", focus, skip, len(all), bins.version)
 	}
 	users, err := imageUsers(bins.kubernetesDir, specs, ids)
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	// The kubectl specs apply the testing manifests, whose templates
 	// name images of their own.
 	var templated []string
 	if slices.ContainsFunc(specs, func(s conformanceSpec) bool { return strings.HasPrefix(s.File, "test/e2e/kubectl/") }) {
 		if templated, err = manifestTemplateImages(bins.kubernetesDir, ids); err != nil {
-			return nil, 0, err
+			return runPlan{}, err
 		}
 	}
 	agnhostVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "agnhost", "VERSION"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	nnpVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "nonewprivs", "VERSION"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
-	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), len(specs), nil
+	plans := decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version)
+	pullAlways, err := pullAlwaysSpecs(bins.kubernetesDir, specs)
+	if err != nil {
+		return runPlan{}, err
+	}
+	markMirrored(plans, pullAlways)
+	return runPlan{images: plans, listed: len(specs), pullAlways: pullAlways}, nil
 }
 
 // alwaysNeeded are the images the e2e framework itself runs, whatever
