@@ -91,7 +91,6 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	}
 	if o.buildOnly {
 		writeImageReport(os.Stdout, plans)
-		writeMirrorReport(os.Stdout, plan.pullAlways, plans)
 		return summary{}, nil
 	}
 

@@ -17,18 +17,19 @@ import (
 
 // sampleAPIServerModule is the module of the sample API server that the
 // Aggregator spec (test/e2e/apimachinery/aggregator.go) registers as an
-// aggregated API server, from the image sample-apiserver:1.X.Y, which
-// upstream builds from its v0.X.Y.
+// aggregated API server, from the image sample-apiserver:1.X.Y.
 const sampleAPIServerModule = "k8s.io/sample-apiserver"
 
 // sampleAPIServerDir is the nested module, under conformance/, that
 // builds it at the version the e2e framework's image tag names.
 const sampleAPIServerDir = "sample-apiserver"
 
-// sampleAPIServerVersion is the version of k8s.io/sample-apiserver that
-// the image tag names: sample-apiserver:1.29.2 is v0.29.2, as upstream's
-// test/images/sample-apiserver builds it (its Makefile checks out the
-// module's tag v0.X.Y for its VERSION 1.X.Y).
+// sampleAPIServerVersion is the release of k8s.io/sample-apiserver that
+// an image tag is built from here: the same minor and patch,
+// sample-apiserver:1.29.2 from v0.29.2. Upstream's recipe
+// (test/images/sample-apiserver/Makefile) checks out a tag of the module
+// that its VERSION does not always spell so: in v1.37.2, VERSION 1.33.8
+// checks out v0.33.7. Which tag made 1.29.2 is not in the module.
 func sampleAPIServerVersion(tag string) string {
 	return images.StagingVersion("v" + tag)
 }

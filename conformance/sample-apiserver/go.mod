@@ -1,6 +1,7 @@
 // Module sample-apiserver builds the e2e tests' sample-apiserver image's
-// program, k8s.io/sample-apiserver at the release the e2e framework's image
-// tag names (sample-apiserver:1.29.2 is v0.29.2), for cmd/kindtest-conformance.
+// program, k8s.io/sample-apiserver at the release of the minor and patch
+// of the e2e framework's image tag (sample-apiserver:1.29.2: v0.29.2), for
+// cmd/kindtest-conformance.
 // It is a module of its own: the sample API server of that release links
 // the k8s.io libraries of that release, which the e2e module cannot hold
 // beside its own, and the library's go.mod never sees either.
