@@ -129,6 +129,11 @@ func (b binaries) complete() bool {
 // goCommand runs go with args in dir, under nice when asked, keeping the
 // tail of its output for the error.
 func goCommand(ctx context.Context, dir string, nice int, args ...string) error {
+	return goCommandEnv(ctx, dir, nice, nil, args...)
+}
+
+// goCommandEnv is goCommand with env added to its environment.
+func goCommandEnv(ctx context.Context, dir string, nice int, env []string, args ...string) error {
 	name := "go"
 	if nice != 0 {
 		if _, err := exec.LookPath("nice"); err == nil {
@@ -138,7 +143,7 @@ func goCommand(ctx context.Context, dir string, nice int, args ...string) error 
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), goEnv...)
+	cmd.Env = append(append(os.Environ(), goEnv...), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("go %s (in %s): %w\n%s", strings.Join(args, " "), dir, err, tail(out, 4096))

@@ -37,6 +37,13 @@ type imageBuilder struct {
 	log  logger
 	bins binaries
 	tmp  string
+	// platform is the node image's ("linux/amd64"), which the images built
+	// from Go modules alone are built for.
+	platform string
+	// sampleModule is the nested module that builds the sample API
+	// server; nice the niceness of its compile.
+	sampleModule string
+	nice         int
 }
 
 // debianImage is an image made from a Debian root file system with

@@ -35,12 +35,13 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 		return summary{}, err
 	}
 	defer cli.Close()
-	version := o.version
+	version, platform := o.version, ""
 	if version == "" || !o.buildOnly {
-		nodeVersion, err := nodeImageVersion(ctx, cli, o.image)
+		nodeVersion, nodePlatform, err := nodeImage(ctx, cli, o.image)
 		if err != nil {
 			return summary{}, err
 		}
+		platform = nodePlatform
 		if version != "" && version != nodeVersion {
 			return summary{}, fmt.Errorf("-kubernetes-version %s, but node image %s is Kubernetes %s: the e2e tests must be the cluster's version (pass -build-only to build them alone)", version, o.image, nodeVersion)
 		}
@@ -50,15 +51,27 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	if _, ok := images.ParseRelease(version); !ok {
 		return summary{}, fmt.Errorf("Kubernetes version %q is not a release of the form vMAJOR.MINOR.PATCH", version)
 	}
+	if platform == "" {
+		// -build-only without the node image: the engine's platform.
+		info, err := cli.Info(ctx)
+		if err != nil {
+			return summary{}, err
+		}
+		var ok bool
+		if platform, ok = info.Platform(); !ok {
+			return summary{}, fmt.Errorf("the engine's architecture %q has no image platform name", info.Architecture)
+		}
+	}
 
 	bins, err := buildBinaries(ctx, log, moduleDir, o.cacheDir, version, o.nice)
 	if err != nil {
 		return summary{}, err
 	}
-	plans, listed, err := planImages(ctx, bins, o.focus, o.skip)
+	plan, err := planImages(ctx, bins, moduleDir, o.focus, o.skip)
 	if err != nil {
 		return summary{}, err
 	}
+	plans := plan.images
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return summary{}, err
 	}
@@ -71,7 +84,8 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 		return summary{}, err
 	}
 	defer os.RemoveAll(tmp)
-	ib := &imageBuilder{cli: cli, log: log, bins: bins, tmp: tmp}
+	ib := &imageBuilder{cli: cli, log: log, bins: bins, tmp: tmp, platform: platform,
+		sampleModule: filepath.Join(moduleDir, sampleAPIServerDir), nice: o.nice}
 	if err := buildImages(ctx, ib, plans); err != nil {
 		return summary{}, err
 	}
@@ -80,12 +94,13 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 		return summary{}, nil
 	}
 
-	cluster, err := kindtest.New(ctx,
+	cluster, err := kindtest.New(ctx, append([]kindtest.Option{
 		kindtest.WithImage(o.image),
 		kindtest.WithWorkers(o.workers),
 		kindtest.WithControlPlanes(o.controlPlane),
 		kindtest.WithNamePrefix("conformance"),
-		kindtest.WithLogger(log))
+		kindtest.WithLogger(log)},
+		mirrorOptions(plans)...)...)
 	if err != nil {
 		return summary{}, err
 	}
@@ -114,9 +129,13 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 		return summary{}, err
 	}
 	log.Printf("loaded %d test images into every node in %s", len(load), time.Since(loadStart).Round(100*time.Millisecond))
+	if err := pushMirrored(ctx, cli, log, cluster.RegistryAddr(), plans); err != nil {
+		return summary{}, err
+	}
 	writeImageReport(os.Stderr, plans)
+	writeMirrorReport(os.Stderr, plan.pullAlways, plans)
 
-	total.Listed = listed
+	total.Listed = plan.listed
 	var reports []string
 	phases := []struct {
 		name, labels string
@@ -158,6 +177,7 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	}
 	fmt.Fprintf(&b, "JUnit reports: %s\n", strings.Join(reports, ", "))
 	writeImageReport(&b, plans)
+	writeMirrorReport(&b, plan.pullAlways, plans)
 	os.Stdout.WriteString(b.String())
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(b.String()), 0o644); err != nil {
 		return summary{}, err
@@ -165,22 +185,22 @@ func run(ctx context.Context, log logger, o options) (total summary, err error) 
 	return total, nil
 }
 
-// nodeImageVersion reads the Kubernetes version the node image is
-// labelled with.
-func nodeImageVersion(ctx context.Context, cli *docker.Client, ref string) (string, error) {
+// nodeImage reads the Kubernetes version the node image is labelled
+// with, and its platform.
+func nodeImage(ctx context.Context, cli *docker.Client, ref string) (version, platform string, err error) {
 	img, err := cli.InspectImage(ctx, ref)
 	if docker.IsNotFound(err) {
-		return "", fmt.Errorf("node image %s not found: build it with `go run ./cmd/kindtest build` (or pass -image)", ref)
+		return "", "", fmt.Errorf("node image %s not found: build it with `go run ./cmd/kindtest build` (or pass -image)", ref)
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	for _, key := range []string{lifetime.LabelImageKubernetesVersion, lifetime.LegacyLabelImageKubernetesVersion} {
 		if v := img.Labels[key]; v != "" {
-			return v, nil
+			return v, img.Platform, nil
 		}
 	}
-	return "", fmt.Errorf("node image %s has no %s label: is it a kindtest node image?", ref, lifetime.LabelImageKubernetesVersion)
+	return "", "", fmt.Errorf("node image %s has no %s label: is it a kindtest node image?", ref, lifetime.LabelImageKubernetesVersion)
 }
 
 // runGinkgo runs one ginkgo pass over e2e.test and summarises its JUnit
@@ -264,21 +284,34 @@ func e2eArgs(kubeconfig, kubectl, reportDir string, workers int) []string {
 	return args
 }
 
+// runPlan is what planImages decides before anything is built.
+type runPlan struct {
+	images []imagePlan
+	// listed is how many conformance specs conformance.yaml lists for
+	// the focus and skip.
+	listed int
+	// pullAlways are the selected specs that pull with Always: when there
+	// are any, the images their files name are mirrored (Mirror).
+	pullAlways []conformanceSpec
+}
+
 // planImages decides, for every image the conformance specs name, how it
 // is made: from the e2e framework's image list (manifest.go and
-// e2e.test --list-images) and the conformance spec files that name each.
-func planImages(ctx context.Context, bins binaries, focus, skip string) ([]imagePlan, int, error) {
+// e2e.test --list-images) and the conformance spec files that name each;
+// and which images the cluster's registry serves, for the specs that pull
+// with Always.
+func planImages(ctx context.Context, bins binaries, moduleDir, focus, skip string) (runPlan, error) {
 	manifest, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "utils", "image", "manifest.go"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	refs, err := exec.CommandContext(ctx, bins.path("e2e.test"), "--list-images").Output()
 	if err != nil {
-		return nil, 0, fmt.Errorf("e2e.test --list-images: %w", err)
+		return runPlan{}, fmt.Errorf("e2e.test --list-images: %w", err)
 	}
 	list, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "conformance", "testdata", "conformance.yaml"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	configs := matchRefs(parseManifest(manifest), string(refs))
 	var ids []string
@@ -288,32 +321,43 @@ func planImages(ctx context.Context, bins binaries, focus, skip string) ([]image
 	all := parseConformanceList(list)
 	specs, err := selectSpecs(all, focus, skip)
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	if len(specs) == 0 {
-		return nil, 0, fmt.Errorf("-focus %q and -skip %q select none of the %d conformance specs of Kubernetes %s (test/conformance/testdata/conformance.yaml)", focus, skip, len(all), bins.version)
+		return runPlan{}, fmt.Errorf("-focus %q and -skip %q select none of the %d conformance specs of Kubernetes %s (test/conformance/testdata/conformance.yaml)", focus, skip, len(all), bins.version)
 	}
 	users, err := imageUsers(bins.kubernetesDir, specs, ids)
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	// The kubectl specs apply the testing manifests, whose templates
 	// name images of their own.
 	var templated []string
 	if slices.ContainsFunc(specs, func(s conformanceSpec) bool { return strings.HasPrefix(s.File, "test/e2e/kubectl/") }) {
 		if templated, err = manifestTemplateImages(bins.kubernetesDir, ids); err != nil {
-			return nil, 0, err
+			return runPlan{}, err
 		}
 	}
 	agnhostVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "agnhost", "VERSION"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
 	nnpVersion, err := os.ReadFile(filepath.Join(bins.kubernetesDir, "test", "images", "nonewprivs", "VERSION"))
 	if err != nil {
-		return nil, 0, err
+		return runPlan{}, err
 	}
-	return decide(configs, users, templated, sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion))}, bins.version), len(specs), nil
+	sampleAPIServer, err := images.RequiredVersion(filepath.Join(moduleDir, sampleAPIServerDir, "go.mod"), sampleAPIServerModule)
+	if err != nil {
+		return runPlan{}, err
+	}
+	src := sourceVersions{agnhost: strings.TrimSpace(string(agnhostVersion)), nonewprivs: strings.TrimSpace(string(nnpVersion)), sampleAPIServer: sampleAPIServer}
+	plans := decide(configs, users, templated, src, bins.version)
+	pullAlways, err := pullAlwaysSpecs(bins.kubernetesDir, specs)
+	if err != nil {
+		return runPlan{}, err
+	}
+	markMirrored(plans, pullAlways)
+	return runPlan{images: plans, listed: len(specs), pullAlways: pullAlways}, nil
 }
 
 // alwaysNeeded are the images the e2e framework itself runs, whatever
@@ -322,9 +366,10 @@ func planImages(ctx context.Context, bins binaries, focus, skip string) ([]image
 // (namedImages).
 var alwaysNeeded = []string{"Agnhost", "Pause"}
 
-// sourceVersions are the versions of the test images' sources in the
-// module (test/images/NAME/VERSION).
-type sourceVersions struct{ agnhost, nonewprivs string }
+// sourceVersions are the versions of the test images' sources: in the
+// module (test/images/NAME/VERSION), and the k8s.io/sample-apiserver
+// that conformance/sample-apiserver requires.
+type sourceVersions struct{ agnhost, nonewprivs, sampleAPIServer string }
 
 // decide makes the plan for each image the conformance specs need: those
 // named in a conformance spec file or a manifest template, and the
@@ -378,6 +423,13 @@ func decide(configs []imageConfig, users map[string][]fileUse, templated []strin
 		case "nonroot":
 			p.Built = true
 			p.How = "Debian bookworm with USER 1234, as the nonroot Dockerfile of this Kubernetes version (1.6.0) builds it, not " + c.Version + "'s"
+		case "sample-apiserver":
+			if want := sampleAPIServerVersion(c.Version); want == src.sampleAPIServer {
+				p.Built, p.Faithful = true, true
+				p.How = fmt.Sprintf("%s %s from the Go module proxy (conformance/%s), static, at /sample-apiserver as upstream's Dockerfile lays it out, on a minimal root file system instead of Alpine", sampleAPIServerModule, want, sampleAPIServerDir)
+			} else {
+				p.How = fmt.Sprintf("sample-apiserver %s is %s %s; conformance/%s builds %s", c.Version, sampleAPIServerModule, want, sampleAPIServerDir, src.sampleAPIServer)
+			}
 		case "alpine":
 			if strings.HasPrefix(c.Ref, "invalid.") {
 				p.Faithful, p.InNode = true, true
@@ -426,6 +478,8 @@ func buildImages(ctx context.Context, ib *imageBuilder, plans []imagePlan) error
 			err = ib.glibcDNSTesting(ctx, p.Ref)
 		case "kitten", "nautilus":
 			err = ib.webImage(ctx, p.Ref, p.Name)
+		case "sample-apiserver":
+			err = ib.sampleAPIServer(ctx, p.Ref)
 		}
 		if err != nil {
 			return fmt.Errorf("build %s: %w", p.Ref, err)

@@ -231,6 +231,10 @@ type imagePlan struct {
 	// StandInFor, on a stand-in that is another built image under this
 	// reference, names that image ("agnhost:2.66.1").
 	StandInFor string
+	// Mirror is set on a built image that the cluster's registry serves
+	// too, as a mirror of the image's registry, for the specs that pull it
+	// with Always (markMirrored).
+	Mirror bool
 	// Users are the conformance spec files that name it.
 	Users []fileUse
 }
