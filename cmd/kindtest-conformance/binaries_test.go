@@ -1,14 +1,18 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"errors"
 	"flag"
-	"github.com/kindtest/kindtest/images"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/kindtest/kindtest/images"
 	"github.com/kindtest/kindtest/internal/imageref"
 )
 
@@ -97,20 +101,8 @@ func TestDepsFileFromImports(t *testing.T) {
 // version the module requires (from the module cache, downloaded through
 // the proxy when missing). -update rewrites it.
 func TestDepsFile(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module download\n\ngo 1.26.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := downloadModule(ctx, dir, kubernetesModule, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join(info.Dir, "test", "e2e", "e2e_test.go"))
+	v, dir := releaseSource(t)
+	src, err := os.ReadFile(filepath.Join(dir, "test", "e2e", "e2e_test.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,5 +121,42 @@ func TestDepsFile(t *testing.T) {
 	}
 	if string(got) != want {
 		t.Fatalf("conformance/deps.go differs from what e2e_test.go of %s gives; run go test ./cmd/kindtest-conformance -run TestDepsFile -update\ngot:\n%s\nwant:\n%s", v, got, want)
+	}
+}
+
+// releaseSource returns the Kubernetes release that the nested module
+// conformance/ requires and the directory of its source in the module
+// cache, downloaded through the proxy when missing.
+func releaseSource(t *testing.T) (version, dir string) {
+	t.Helper()
+	tmp := t.TempDir()
+	if err := os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module download\n\ngo 1.26.0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := downloadModule(context.Background(), tmp, kubernetesModule, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, info.Dir
+}
+
+// tarHeaders reads every header of the tar stream in buf, by name.
+func tarHeaders(t *testing.T, buf *bytes.Buffer) map[string]*tar.Header {
+	t.Helper()
+	tr := tar.NewReader(buf)
+	got := map[string]*tar.Header{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = h
 	}
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/kindtest/kindtest/images"
 )
 
 const pullAlwaysSrc = `package node
@@ -78,24 +75,13 @@ var _ = SIGDescribe("Images", func() {
 // In the Kubernetes release conformance/ builds, the conformance specs
 // that pull with Always are the two the docs name (docs/conformance.md).
 func TestPullAlwaysSpecsOfTheRelease(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module download\n\ngo 1.26.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := downloadModule(context.Background(), dir, kubernetesModule, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := os.ReadFile(filepath.Join(info.Dir, "test", "conformance", "testdata", "conformance.yaml"))
+	v, src := releaseSource(t)
+	list, err := os.ReadFile(filepath.Join(src, "test", "conformance", "testdata", "conformance.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	specs := parseConformanceList(list)
-	got, err := pullAlwaysSpecs(info.Dir, specs)
+	got, err := pullAlwaysSpecs(src, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +102,7 @@ func TestPullAlwaysSpecsOfTheRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := pullAlwaysSpecs(info.Dir, slice); err != nil || len(got) != 0 {
+	if got, err := pullAlwaysSpecs(src, slice); err != nil || len(got) != 0 {
 		t.Fatalf("the slice's specs that pull with Always: %v, %v; want none", got, err)
 	}
 }

@@ -54,18 +54,7 @@ func TestBusyboxTar(t *testing.T) {
 	if err := busyboxTar(&buf, []byte("ELF"), []string{"sh", "busybox", "wget", "ls"}); err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(&buf)
-	got := map[string]*tar.Header{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[h.Name] = h
-	}
+	got := tarHeaders(t, &buf)
 	if h := got["bin/busybox"]; h == nil || h.Mode != 0o755 || h.Size != 3 {
 		t.Fatalf("bin/busybox %+v", h)
 	}

@@ -1,11 +1,7 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,18 +41,7 @@ func TestSampleAPIServerTar(t *testing.T) {
 	if err := sampleAPIServerTar(&buf, []byte("ELF")); err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(&buf)
-	got := map[string]*tar.Header{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[h.Name] = h
-	}
+	got := tarHeaders(t, &buf)
 	// Where upstream's Dockerfile puts it (ADD sample-apiserver /sample-apiserver),
 	// runnable; and a /tmp anyone may write to.
 	if h := got["sample-apiserver"]; h == nil || h.Mode != 0o755 || h.Size != 3 {
@@ -94,19 +79,8 @@ func TestDecideSampleAPIServer(t *testing.T) {
 // framework of the release conformance/ builds names (manifest.go), and
 // holds it as a tool, for go mod tidy to keep its packages.
 func TestSampleAPIServerModule(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module download\n\ngo 1.26.0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v, err := images.RequiredVersion("../../conformance/go.mod", kubernetesModule)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := downloadModule(context.Background(), dir, kubernetesModule, v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	manifest, err := os.ReadFile(filepath.Join(info.Dir, "test", "utils", "image", "manifest.go"))
+	v, src := releaseSource(t)
+	manifest, err := os.ReadFile(filepath.Join(src, "test", "utils", "image", "manifest.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
