@@ -226,4 +226,4 @@ func (n *Node) kubeIP() string { return n.kubeIPs()[0] }
 
 // ipv6EngineHint is what to change when the engine cannot give the
 // nodes' network IPv6.
-const ipv6EngineHint = "the engine's host must have IPv6 enabled (on Linux, sysctl net.ipv6.conf.all.disable_ipv6=0 and net.ipv6.conf.default.disable_ipv6=0); on Docker Desktop, turn on IPv6 in Settings > Resources > Network; with podman, its network backend must be netavark"
+const ipv6EngineHint = "the engine's host must have IPv6 enabled (on Linux: a kernel booted without ipv6.disable=1 on its command line, and sysctl net.ipv6.conf.all.disable_ipv6=0 and net.ipv6.conf.default.disable_ipv6=0); on Docker Desktop, turn on IPv6 in Settings > Resources > Network; with podman, its network backend must be netavark"

@@ -261,7 +261,7 @@ func bootGuest(ctx context.Context, o options, base baseDisk, disk, share, conso
 		return err
 	}
 	defer console.Close()
-	v := vm{Kernel: base.Kernel, Initrd: base.Initrd, Disk: disk, Share: share, MemoryMiB: o.memory, CPUs: o.cpus, Accel: o.accel, Arch: o.arch}
+	v := vm{Kernel: base.Kernel, Initrd: base.Initrd, Disk: disk, Share: share, MemoryMiB: o.memory, CPUs: o.cpus, Accel: o.accel, Arch: o.arch, KernelArgs: o.kernelArgs}
 	tail, err := v.boot(ctx, o.bootLimit, o.runLimit, console, out)
 	if err != nil {
 		return fmt.Errorf("%w\nlast console lines (all of them in %s):\n%s", err, consoleLog, indent(tail))

@@ -67,6 +67,7 @@ type options struct {
 	arch        guestArch // from archFlag
 	rootless    string
 	runRootless string
+	kernelArgs  string
 }
 
 func main() {
@@ -85,6 +86,7 @@ func main() {
 	flag.StringVar(&o.rootless, "rootless", "", "rootless engines to run the suite on as well, as an unprivileged user of the guest: docker (empty: none)")
 	flag.StringVar(&o.runRootless, "run-rootless", ".", "tests to run on each rootless engine")
 	flag.StringVar(&o.accelFlag, "accel", "auto", "qemu accelerator: auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg")
+	flag.StringVar(&o.kernelArgs, "kernel-args", "", "more words for the guest kernel's command line, as ipv6.disable=1 for TestIPv6Off")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's share directory (test logs, artifacts) even when it passes")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -144,6 +146,9 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	if o.cpus < 1 || o.memory < 2048 {
 		return fmt.Errorf("-cpus %d -memory %d: want at least 1 CPU and 2048 MiB", o.cpus, o.memory)
+	}
+	if err := checkKernelArgs(o.kernelArgs); err != nil {
+		return err
 	}
 	if o.rootless != "" && o.rootless != "docker" {
 		return fmt.Errorf("-rootless %q: want docker or nothing", o.rootless)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +78,35 @@ func TestQemuArgs(t *testing.T) {
 		"local,path=/s,mount_tag=share", "user,id=n0,restrict=on", "console=ttyS0", "-no-reboot"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("qemu %s: lacks %q", args, want)
+		}
+	}
+}
+
+func TestKernelArgs(t *testing.T) {
+	v := vm{Kernel: "/k", Initrd: "/i", Disk: "/d.qcow2", Share: "/s", MemoryMiB: 2048, CPUs: 1, KernelArgs: "ipv6.disable=1"}
+	args := v.qemuArgs()
+	i := slices.Index(args, "-append")
+	if i < 0 || !strings.HasSuffix(args[i+1], " systemd.unified_cgroup_hierarchy=1 ipv6.disable=1") {
+		t.Errorf("qemu %q: want ipv6.disable=1 after the tool's kernel arguments", args)
+	}
+	v.KernelArgs = ""
+	if args := v.qemuArgs(); strings.HasSuffix(args[slices.Index(args, "-append")+1], " ") {
+		t.Errorf("no extra arguments: %q ends in a space", args)
+	}
+	for _, ok := range []string{"", "ipv6.disable=1", "ipv6.disable=1  nokaslr"} {
+		if err := checkKernelArgs(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"root=/dev/sda":                      "root is set by the tool",
+		"console=tty0":                       "console is set by the tool",
+		"a='b c'":                            "quotes and line breaks",
+		"ipv6.disable=1\nx=1":                "quotes and line breaks",
+		"systemd.unified_cgroup_hierarchy=0": "systemd.unified_cgroup_hierarchy is set by the tool",
+	} {
+		if err := checkKernelArgs(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error with %q", bad, err, want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ type vm struct {
 	MemoryMiB, CPUs             int
 	Accel                       accel
 	Arch                        guestArch // the zero value is amd64
+	KernelArgs                  string    // appended to the kernel's command line
 }
 
 func (v vm) arch() guestArch {
@@ -45,11 +46,28 @@ func (v vm) qemuArgs() []string {
 		"-smp", strconv.Itoa(v.CPUs), "-m", strconv.Itoa(v.MemoryMiB),
 		"-nographic", "-no-reboot",
 		"-kernel", v.Kernel, "-initrd", v.Initrd,
-		"-append", "root=/dev/vda rw console="+a.Console+" quiet systemd.unified_cgroup_hierarchy=1",
+		"-append", strings.TrimSpace("root=/dev/vda rw console="+a.Console+" quiet systemd.unified_cgroup_hierarchy=1 "+v.KernelArgs),
 		"-drive", "file="+v.Disk+",format=qcow2,if=virtio,cache=unsafe",
 		"-virtfs", "local,path="+v.Share+",mount_tag=share,security_model=none,id=share",
 		"-netdev", "user,id=n0,restrict=on", "-device", "virtio-net-pci,netdev=n0",
 	)
+}
+
+// checkKernelArgs refuses -kernel-args that would break the guest's boot
+// or qemu's command line: the root device, the console and the cgroup
+// hierarchy are the tool's.
+func checkKernelArgs(args string) error {
+	if strings.ContainsAny(args, "\n\r\"'") {
+		return fmt.Errorf("-kernel-args %q: quotes and line breaks cannot be passed to the guest's kernel; give space-separated words such as ipv6.disable=1", args)
+	}
+	for _, w := range strings.Fields(args) {
+		name, _, _ := strings.Cut(w, "=")
+		switch name {
+		case "root", "rw", "ro", "console", "init", "systemd.unified_cgroup_hierarchy":
+			return fmt.Errorf("-kernel-args %q: %s is set by the tool (root=/dev/vda rw, the console, cgroup v2); leave it out", args, name)
+		}
+	}
+	return nil
 }
 
 // finishGrace is how long the guest gets to power off after its last line.

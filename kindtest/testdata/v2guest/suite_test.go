@@ -10,7 +10,9 @@ package v2guest
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -291,6 +293,119 @@ func TestTwoNodes(t *testing.T) {
 	})
 	t.Run("service DNS", func(t *testing.T) {
 		serviceByName(ctx, t, c, pods)
+	})
+}
+
+// TestIPv6Off runs on a guest booted with ipv6.disable=1 (kindtest-v2guest
+// -kernel-args ipv6.disable=1), a host without IPv6: a cluster of each
+// family with IPv6 must be refused before any node boots, with what to
+// change on the host, and leave nothing on the engine.
+func TestIPv6Off(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
+		t.Fatal("this guest has IPv6 (/proc/sys/net/ipv6 exists): run it with -kernel-args ipv6.disable=1")
+	}
+	dc := enginetest.Client(t)
+	for _, family := range []kindtest.IPFamily{kindtest.IPv6, kindtest.DualStack} {
+		t.Run(string(family), func(t *testing.T) {
+			ctx := opCtx(t)
+			var name string
+			hook := kindtest.LoggerFunc(func(format string, args ...any) {
+				if name == "" {
+					name = clusterName(fmt.Sprintf(format, args...))
+				}
+			})
+			began := time.Now()
+			// A short limit: should nothing refuse it, the boot says so
+			// without a whole cluster's creation under emulation.
+			c, err := kindtest.New(ctx, kindtest.WithIPFamily(family), kindtest.WithCreateTimeout(5*time.Minute), kindtest.WithLogger(hook))
+			if err == nil {
+				c.Delete(ctx)
+				t.Fatalf("New(WithIPFamily(%s)) succeeded on a kernel without IPv6", family)
+			}
+			t.Logf("TIMING refused in %v: %v", time.Since(began).Round(time.Millisecond), err)
+			for _, want := range []string{"WithIPFamily(" + string(family) + ")", "ipv6.disable=1", "net.ipv6.conf.all.disable_ipv6=0"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error lacks %q", want)
+				}
+			}
+			if name == "" {
+				t.Fatal("the log named no cluster")
+			}
+			noLeftovers(t, dc, name)
+		})
+	}
+}
+
+// clusterName finds the cluster's name in kindtest's first log line of a
+// creation ("kindtest: creating cluster NAME ...").
+func clusterName(line string) string {
+	if after, ok := strings.CutPrefix(line, "kindtest: creating cluster "); ok {
+		if f := strings.Fields(after); len(f) > 0 {
+			return f[0]
+		}
+	}
+	return ""
+}
+
+// TestKubeProxyIPVS runs kube-proxy in IPVS mode, which this build
+// machine's kernel lacks. Before the IPVS modules are loaded a cluster is
+// refused up front; once they are, the echo Service answers by its DNS
+// name through an IPVS virtual server for its cluster IP.
+func TestKubeProxyIPVS(t *testing.T) {
+	dc := enginetest.Client(t)
+	if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+		t.Fatal("IPVS is loaded already: this test loads it itself, after checking the refusal")
+	}
+	t.Run("refused without IPVS", func(t *testing.T) {
+		ctx := opCtx(t)
+		var name string
+		hook := kindtest.LoggerFunc(func(format string, args ...any) {
+			if name == "" {
+				name = clusterName(fmt.Sprintf(format, args...))
+			}
+		})
+		c, err := kindtest.New(ctx, kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS), kindtest.WithCreateTimeout(5*time.Minute), kindtest.WithLogger(hook))
+		if err == nil {
+			c.Delete(ctx)
+			t.Fatal("a cluster in IPVS mode was made on a kernel without IPVS loaded")
+		}
+		t.Logf("refused: %v", err)
+		for _, want := range []string{"kube-proxy mode ipvs", "modprobe -a ip_vs"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error lacks %q", want)
+			}
+		}
+		if name != "" {
+			noLeftovers(t, dc, name)
+		}
+	})
+	if out, err := exec.Command("modprobe", "-a", "ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh").CombinedOutput(); err != nil {
+		t.Fatalf("modprobe the IPVS modules: %v\n%s", err, out)
+	}
+	c := start(t, dc, kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS), kindtest.WithoutNetworkPolicy(), kindtest.WithoutStorage())
+	ctx := opCtx(t)
+	loadEcho(ctx, t, c)
+	deployEcho(ctx, t, c, 1)
+	pods := echoPods(ctx, t, c, 1)
+	t.Run("service DNS", func(t *testing.T) {
+		serviceByName(ctx, t, c, pods)
+	})
+	t.Run("IPVS virtual server", func(t *testing.T) {
+		res, err := c.Kubectl(ctx, "get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, err := netip.ParseAddr(strings.TrimSpace(res.Stdout))
+		if err != nil || !ip.Is4() {
+			t.Fatalf("the echo Service's cluster IP %q: %v", res.Stdout, err)
+		}
+		// /proc/net/ip_vs lists each virtual server as HEXADDR:HEXPORT.
+		b := ip.As4()
+		want := fmt.Sprintf("%02X%02X%02X%02X:0050", b[0], b[1], b[2], b[3])
+		out, err := c.ControlPlane().Exec(ctx, "cat", "/proc/net/ip_vs")
+		if err != nil || !strings.Contains(out.Stdout, want) {
+			t.Errorf("no IPVS virtual server %s (%s:80) in the node (%v):\n%s", want, ip, err, out.Stdout)
+		}
 	})
 }
 
