@@ -207,12 +207,7 @@ func TestOneNode(t *testing.T) {
 	c := start(t, dc)
 	ctx := opCtx(t)
 
-	loadEcho(ctx, t, c)
-	deployEcho(ctx, t, c, 1)
-	pods := echoPods(ctx, t, c, 1)
-	t.Run("service DNS", func(t *testing.T) {
-		serviceByName(ctx, t, c, pods)
-	})
+	serveEcho(ctx, t, c)
 	t.Run("kubelet cgroups", func(t *testing.T) {
 		// The kubelet made its pod cgroups through systemd, with every
 		// controller below them.
@@ -384,12 +379,7 @@ func TestKubeProxyIPVS(t *testing.T) {
 	}
 	c := start(t, dc, kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS), kindtest.WithoutNetworkPolicy(), kindtest.WithoutStorage())
 	ctx := opCtx(t)
-	loadEcho(ctx, t, c)
-	deployEcho(ctx, t, c, 1)
-	pods := echoPods(ctx, t, c, 1)
-	t.Run("service DNS", func(t *testing.T) {
-		serviceByName(ctx, t, c, pods)
-	})
+	serveEcho(ctx, t, c)
 	t.Run("IPVS virtual server", func(t *testing.T) {
 		res, err := c.Kubectl(ctx, "get", "service", "echo", "-o", "jsonpath={.spec.clusterIP}")
 		if err != nil {
@@ -406,6 +396,18 @@ func TestKubeProxyIPVS(t *testing.T) {
 		if err != nil || !strings.Contains(out.Stdout, want) {
 			t.Errorf("no IPVS virtual server %s (%s:80) in the node (%v):\n%s", want, ip, err, out.Stdout)
 		}
+	})
+}
+
+// serveEcho loads the echo image into a one-node cluster, runs it behind
+// its Service and reaches that by its DNS name from the pod.
+func serveEcho(ctx context.Context, t *testing.T, c *kindtest.Cluster) {
+	t.Helper()
+	loadEcho(ctx, t, c)
+	deployEcho(ctx, t, c, 1)
+	pods := echoPods(ctx, t, c, 1)
+	t.Run("service DNS", func(t *testing.T) {
+		serviceByName(ctx, t, c, pods)
 	})
 }
 
