@@ -484,7 +484,10 @@ func TestPrebootScript(t *testing.T) {
 	fake := `#!/bin/sh
 # kubeadm init phase NAME [SUB] ... | kubeadm init phase addon NAME --print-manifest ...
 case "$3" in
-addon) echo "kind: $4"; exit 0 ;;
+addon)
+  [ "$4" = broken ] && { echo "unknown add-on" >&2; exit 1; }
+  [ "$4" = kube-proxy ] && echo "W1206 12:00:00.000000 1 warnings.go:1] ipvs is deprecated" >&2
+  echo "kind: $4"; exit 0 ;;
 fail) echo "phase fail: broken"; exit 1 ;;
 control-plane) mkdir -p "$(dirname "$MANIFEST")"; echo scheduler > "$MANIFEST" ;;
 esac
@@ -531,7 +534,9 @@ echo "phase $3 $4"
 	if b, _ := os.ReadFile(filepath.Join(dir, "sub/m.yaml")); string(b) != "no newline" {
 		t.Errorf("second file %q", b)
 	}
-	if b, _ := os.ReadFile(p.Log); string(b) != "phase certs all\nphase control-plane all\n" {
+	// kubeadm's warnings while printing an add-on go to the log, not into
+	// its manifests (the kube-proxy part above is only the manifest).
+	if b, _ := os.ReadFile(p.Log); string(b) != "phase certs all\nphase control-plane all\nW1206 12:00:00.000000 1 warnings.go:1] ipvs is deprecated\n" {
 		t.Errorf("log %q", b)
 	}
 	if b, err := os.ReadFile(held); string(b) != "scheduler\n" {
@@ -540,6 +545,11 @@ echo "phase $3 $4"
 	if _, err := (Preboot{Addons: []string{"x"}}).Parse(out); err == nil {
 		t.Error("Parse took output without the add-on it asked for")
 	}
+	p.Addons = []string{"broken"}
+	if out, err := run("control-plane all"); err == nil || !strings.Contains(out, "could not print the broken add-on's manifests") || !strings.Contains(out, "unknown add-on") {
+		t.Errorf("a failed add-on: %v, %q", err, out)
+	}
+	p.Addons = nil
 	if out, err := run("certs all", "fail now"); err == nil || !strings.Contains(out, "kubeadm init phase fail now failed") || !strings.Contains(out, "phase fail: broken") {
 		t.Errorf("a failed phase: %v, %q", err, out)
 	}

@@ -8,7 +8,8 @@
 #
 # Usage: kubeadm-preboot.sh CONFIG LOG MANIFEST HELD [PATH SIZE]... -- [ADDON]... -- [FILE]... -- PHASE...
 # CONFIG is kubeadm's configuration and LOG where the phases' output and
-# errors go (kept in the node for log export); MANIFEST is the manifest
+# errors go, and what kubeadm logged while printing the add-ons (kept in
+# the node for log export); MANIFEST is the manifest
 # to hold back and HELD where it waits. Each PATH gets the next SIZE bytes
 # of standard input; each PHASE is a phase and its subphase, as in "certs
 # all". The output is, for each ADDON then each FILE (paths without
@@ -29,7 +30,9 @@ trap 'rm -rf "$out"' EXIT
 addons=
 while [ "$1" != -- ]; do
   (
-    kubeadm init phase addon "$1" --print-manifest --config "$config" >"$out/$1" 2>&1
+    # Only the manifests on standard output: kubeadm logs warnings (such
+    # as ipvs mode's deprecation) on standard error, kept for the log.
+    kubeadm init phase addon "$1" --print-manifest --config "$config" >"$out/$1" 2>"$out/$1.err"
     echo $? >"$out/$1.rc"
   ) &
   addons="$addons $1"
@@ -58,9 +61,10 @@ wait
 for a in $addons; do
   if [ "$(cat "$out/$a.rc" 2>/dev/null)" != 0 ]; then
     echo "kubeadm could not print the $a add-on's manifests:" >&2
-    cat "$out/$a" >&2
+    cat "$out/$a.err" "$out/$a" >&2
     exit 1
   fi
+  cat "$out/$a.err" >>"$log"
 done
 for a in $addons; do
   printf '\n%s%s\n' "$marker" "$a"
