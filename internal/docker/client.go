@@ -235,10 +235,13 @@ type EngineInfo struct {
 	// Rootless says the engine runs as an unprivileged user, in a user
 	// namespace (its security options name "rootless").
 	Rootless bool
+	// Podman says the engine is podman's Docker-compatible service.
+	Podman bool
 	// Controllers are the cgroup controllers the engine can limit its
 	// containers with, among cpu, cpuset, memory and pids: on cgroup v2
 	// what its own cgroup was given, which for a rootless engine is what
-	// systemd delegates to the user.
+	// systemd delegates to the user. podman's are read from its own API
+	// (see podmanControllers).
 	Controllers []string
 }
 
@@ -269,7 +272,7 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 	if err != nil {
 		return EngineInfo{}, fmt.Errorf("engine info: %w", err)
 	}
-	return EngineInfo{
+	e := EngineInfo{
 		Version:         info.ServerVersion,
 		CgroupVersion:   info.CgroupVersion,
 		CgroupDriver:    info.CgroupDriver,
@@ -281,8 +284,15 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		MemTotal:        info.MemTotal,
 		KernelVersion:   info.KernelVersion,
 		Rootless:        rootless(info.SecurityOptions),
+		Podman:          c.engine.podman,
 		Controllers:     controllers(info.CPUShares && info.CPUCfsQuota, info.CPUSet, info.MemoryLimit, info.PidsLimit),
-	}, nil
+	}
+	if e.Podman && e.CgroupVersion == "2" {
+		if e.Controllers, err = c.podmanControllers(ctx); err != nil {
+			return EngineInfo{}, fmt.Errorf("engine info: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // rootless tells from the engine's security options whether it runs

@@ -2,11 +2,16 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
 )
 
 // The engine behind the API: Docker's own daemon, or podman answering
@@ -104,3 +109,69 @@ func (c *Client) Podman() bool { return c.engine.podman }
 // EngineName names the engine and its version, for messages: "Docker
 // 26.1.5", "Podman 5.4.2".
 func (c *Client) EngineName() string { return c.engine.String() }
+
+// podmanInfo is the part of podman's own info (its libpod API, which the
+// same socket serves beside the Docker-compatible one) that the
+// compatible info lacks.
+type podmanInfo struct {
+	Host struct {
+		// CgroupControllers are those of the service's own cgroup on
+		// cgroup v2: for a rootless podman, what systemd delegates to
+		// the user.
+		CgroupControllers []string `json:"cgroupControllers"`
+	} `json:"host"`
+}
+
+// podmanControllers asks podman's libpod API which of cpu, cpuset, memory
+// and pids its cgroup has. Its Docker-compatible info cannot say on
+// cgroup v2: podman fills it from cgroup v1's file names (cpu.shares,
+// cpu.cfs_quota_us, cpuset.cpus at the root), so it reports no cpu and no
+// cpuset whatever was delegated, and memory and pids even where they were
+// not.
+func (c *Client) podmanControllers(ctx context.Context) ([]string, error) {
+	url, err := c.libpodURL("/info")
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.api.HTTPClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("podman's libpod info: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return nil, fmt.Errorf("podman's libpod info: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	var info podmanInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&info); err != nil {
+		return nil, fmt.Errorf("podman's libpod info: %w", err)
+	}
+	have := info.Host.CgroupControllers
+	return controllers(slices.Contains(have, "cpu"), slices.Contains(have, "cpuset"),
+		slices.Contains(have, "memory"), slices.Contains(have, "pids")), nil
+}
+
+// libpodURL is the URL of path in podman's libpod API (v4.0.0's paths,
+// which podman 4 and 5 serve) on the engine this client talks to, as the
+// SDK builds its own: a socket's requests carry a placeholder host, and a
+// TCP engine's are HTTPS when the client has TLS material.
+func (c *Client) libpodURL(path string) (string, error) {
+	u, err := client.ParseHostURL(c.api.DaemonHost())
+	if err != nil {
+		return "", err
+	}
+	scheme, host := "http", u.Host
+	switch u.Scheme {
+	case "unix", "npipe":
+		host = client.DummyHost
+	default:
+		if t, ok := c.api.HTTPClient().Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+			scheme = "https"
+		}
+	}
+	return scheme + "://" + host + u.Path + "/v4.0.0/libpod" + path, nil
+}
