@@ -178,7 +178,7 @@ rootless_user_setup() {
     [ -e "$RL_CGROUP/cgroup.controllers" ] && [ -S "/run/user/$RL_UID/bus" ] && break
     sleep 1
   done
-  say "systemd's own delegation to $RL_USER: $(cat "$RL_CGROUP/cgroup.controllers")"
+  say "delegated to $RL_USER at setup: $(cat "$RL_CGROUP/cgroup.controllers")"
 }
 
 # rootless_docker_setup gives the user a unit running dockerd-rootless.sh
