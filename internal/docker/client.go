@@ -233,7 +233,8 @@ type EngineInfo struct {
 	// KernelVersion is the engine host's kernel release (uname -r).
 	KernelVersion string
 	// Rootless says the engine runs as an unprivileged user, in a user
-	// namespace (its security options name "rootless").
+	// namespace (its security options name "rootless"; podman's own API
+	// says so where its Docker-compatible info does not).
 	Rootless bool
 	// Podman says the engine is podman's Docker-compatible service.
 	Podman bool
@@ -241,7 +242,7 @@ type EngineInfo struct {
 	// containers with, among cpu, cpuset, memory and pids: on cgroup v2
 	// what its own cgroup was given, which for a rootless engine is what
 	// systemd delegates to the user. podman's are read from its own API
-	// (see podmanControllers).
+	// (see podmanInfo).
 	Controllers []string
 }
 
@@ -287,9 +288,14 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		Podman:          c.engine.podman,
 		Controllers:     controllers(info.CPUShares && info.CPUCfsQuota, info.CPUSet, info.MemoryLimit, info.PidsLimit),
 	}
-	if e.Podman && e.CgroupVersion == "2" {
-		if e.Controllers, err = c.podmanControllers(ctx); err != nil {
+	if e.Podman {
+		p, err := c.podmanInfo(ctx)
+		if err != nil {
 			return EngineInfo{}, fmt.Errorf("engine info: %w", err)
+		}
+		e.Rootless = e.Rootless || p.Host.Security.Rootless
+		if e.CgroupVersion == "2" {
+			e.Controllers = p.controllers()
 		}
 	}
 	return e, nil

@@ -112,47 +112,55 @@ func (c *Client) EngineName() string { return c.engine.String() }
 
 // podmanInfo is the part of podman's own info (its libpod API, which the
 // same socket serves beside the Docker-compatible one) that the
-// compatible info lacks.
+// compatible info lacks or gets wrong.
 type podmanInfo struct {
 	Host struct {
-		// CgroupControllers are those of the service's own cgroup on
-		// cgroup v2: for a rootless podman, what systemd delegates to
-		// the user.
+		// CgroupControllers are the cgroup v2 controllers podman finds
+		// available to it.
 		CgroupControllers []string `json:"cgroupControllers"`
+		Security          struct {
+			Rootless bool `json:"rootless"`
+		} `json:"security"`
 	} `json:"host"`
 }
 
-// podmanControllers asks podman's libpod API which of cpu, cpuset, memory
-// and pids its cgroup has. Its Docker-compatible info cannot say on
-// cgroup v2: podman fills it from cgroup v1's file names (cpu.shares,
-// cpu.cfs_quota_us, cpuset.cpus at the root), so it reports no cpu and no
-// cpuset whatever was delegated, and memory and pids even where they were
-// not.
-func (c *Client) podmanControllers(ctx context.Context) ([]string, error) {
+// podmanInfo asks podman's libpod API what its Docker-compatible info
+// cannot say. That info lists no "rootless" among the security options of
+// a rootless podman 4.3 (only apparmor and seccomp, seen in the cgroup v2
+// guest), and on cgroup v2 it fills its limits from cgroup v1's file
+// names (cpu.shares, cpu.cfs_quota_us, cpuset.cpus at the root): no cpu
+// and no cpuset whatever was delegated (docker info against it warns "No
+// cpu shares support", "No cpuset support").
+func (c *Client) podmanInfo(ctx context.Context) (podmanInfo, error) {
+	var info podmanInfo
 	url, err := c.libpodURL("/info")
 	if err != nil {
-		return nil, err
+		return info, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return info, err
 	}
 	resp, err := c.api.HTTPClient().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("podman's libpod info: %w", err)
+		return info, fmt.Errorf("podman's libpod info: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		return nil, fmt.Errorf("podman's libpod info: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+		return info, fmt.Errorf("podman's libpod info: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
-	var info podmanInfo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&info); err != nil {
-		return nil, fmt.Errorf("podman's libpod info: %w", err)
+		return info, fmt.Errorf("podman's libpod info: %w", err)
 	}
-	have := info.Host.CgroupControllers
+	return info, nil
+}
+
+// controllers are those of cpu, cpuset, memory and pids podman names.
+func (p podmanInfo) controllers() []string {
+	have := p.Host.CgroupControllers
 	return controllers(slices.Contains(have, "cpu"), slices.Contains(have, "cpuset"),
-		slices.Contains(have, "memory"), slices.Contains(have, "pids")), nil
+		slices.Contains(have, "memory"), slices.Contains(have, "pids"))
 }
 
 // libpodURL is the URL of path in podman's libpod API (v4.0.0's paths,
