@@ -30,12 +30,19 @@ import (
 var rootlessNeeds = []string{"cpu", "memory", "pids"}
 
 // delegationFix is how a systemd host delegates every controller to its
-// users' managers, as kind's rootless page gives it.
-const delegationFix = `delegate them to the user's systemd (as root):
+// users' managers, as kind's rootless page gives it, and how the user's
+// engine (podman's service, or Docker's) then gets them.
+func delegationFix(podman bool) string {
+	restart := "`systemctl --user restart docker`"
+	if podman {
+		restart = "`systemctl --user restart podman.socket podman.service`"
+	}
+	return `delegate them to the user's systemd (as root):
   mkdir -p /etc/systemd/system/user@.service.d
   printf '[Service]\nDelegate=cpu cpuset io memory pids\n' >/etc/systemd/system/user@.service.d/delegate.conf
   systemctl daemon-reload
-then restart the user's manager and engine (log out and in, or ` + "`systemctl restart user@$(id -u <user>)`" + `, then ` + "`systemctl --user restart docker`" + `)`
+then restart the user's manager and engine (log out and in, or ` + "`systemctl restart user@$(id -u <user>)`" + `, then ` + restart + `)`
+}
 
 // rootlessHost is what checkRootless reads of the engine's host: its
 // sysctls, when the engine is on this machine (nil otherwise).
@@ -64,7 +71,7 @@ func checkRootless(e docker.EngineInfo, engine string, hostPorts []int, h rootle
 		errs = append(errs, fmt.Errorf("the host runs cgroup v%s: rootless nodes need cgroup v2, the only one whose controllers can be delegated to a user; boot the host with systemd.unified_cgroup_hierarchy=1 on the kernel command line (for GRUB: add it to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub and reboot)", cgroupVersion(e.CgroupVersion)))
 	} else if missing := missingControllers(e.Controllers); len(missing) > 0 {
 		errs = append(errs, fmt.Errorf("the engine's cgroup lacks the %s controller(s) (it has: %s): %s",
-			strings.Join(missing, ", "), orNone(e.Controllers), delegationFix))
+			strings.Join(missing, ", "), orNone(e.Controllers), delegationFix(e.Podman)))
 	}
 	if major, minor, ok := kernelRelease(e.KernelVersion); ok && (major < 5 || major == 5 && minor < 11) {
 		errs = append(errs, fmt.Errorf("kernel %s: the nodes' containerd needs overlayfs mounts in a user namespace, which Linux allows from 5.11 on; run a kernel 5.11 or newer", e.KernelVersion))

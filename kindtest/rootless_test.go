@@ -50,6 +50,11 @@ func TestCheckRootless(t *testing.T) {
 	}{
 		{"no delegation", func(e docker.EngineInfo) docker.EngineInfo { e.Controllers = []string{"memory", "pids"}; return e }, nil, roomy,
 			[]string{engine, "lacks the cpu controller(s) (it has: memory, pids)", "/etc/systemd/system/user@.service.d/delegate.conf", "Delegate=cpu cpuset io memory pids", "systemctl daemon-reload", "systemctl --user restart docker"}},
+		{"podman without delegation", func(e docker.EngineInfo) docker.EngineInfo {
+			e.Podman, e.Controllers = true, []string{"memory", "pids"}
+			return e
+		}, nil, roomy,
+			[]string{"lacks the cpu controller(s) (it has: memory, pids)", "Delegate=cpu cpuset io memory pids", "systemctl --user restart podman.socket podman.service"}},
 		{"nothing delegated", func(e docker.EngineInfo) docker.EngineInfo { e.Controllers = nil; return e }, nil, roomy,
 			[]string{"lacks the cpu, memory, pids controller(s) (it has: none)"}},
 		{"cgroup v1", func(e docker.EngineInfo) docker.EngineInfo { e.CgroupVersion = "1"; return e }, nil, roomy,

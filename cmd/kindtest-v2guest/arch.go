@@ -75,7 +75,7 @@ func (a guestArch) guestRef(ref string) string {
 // rootlessPackages are the packages only the rootless runs need. The arm64
 // guest leaves them out: under emulation each package costs minutes to
 // install, and the rootless runs are the amd64 guest's.
-var rootlessPackages = []string{"dbus-user-session", "podman", "rootlesskit", "slirp4netns", "uidmap"}
+var rootlessPackages = []string{"aardvark-dns", "crun", "dbus-user-session", "netavark", "podman", "rootlesskit", "slirp4netns", "uidmap"}
 
 // recipeFor is the guest's recipe on arch.
 func recipeFor(a guestArch) recipe {

@@ -52,9 +52,10 @@ const finishedMarker = "v2guest: finished"
 // "from=to" words, the host's name removed; test: run
 // the suite), and for tests IMAGE (the node image), REAPER_IMAGE,
 // SUITE_ECHO_IMAGE, RUN_PRIVATE, RUN_HOST (test patterns; empty skips
-// that run), ROOTLESS ("docker": also set up rootless Docker for a user
-// and run RUN_ROOTLESS there, after checking that an undelegated engine
-// is refused), TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in
+// that run), ROOTLESS (a comma-separated list of docker and podman: also
+// set up each rootless engine for a user and run RUN_ROOTLESS there,
+// after checking that an undelegated engine is refused), TEST_TIMEOUT and
+// CREATE_TIMEOUT. Results go to files in
 // the share.
 const guestScript = `#!/bin/bash
 set -uo pipefail
@@ -94,7 +95,7 @@ run_suite() {
   local name=$1 pattern=$2 began rc watcher
   shift 2
   local as=(env)
-  case " $* " in *" DOCKER_HOST="*) as=(runuser -u "$RL_USER" -- env HOME="/home/$RL_USER" XDG_RUNTIME_DIR="/run/user/$RL_UID") ;; esac
+  case " $* " in *" DOCKER_HOST="*) as=(as_user) ;; esac
   began=$(date +%s)
   say "suite ($name): go test -run '$pattern'"
   mkdir -p "$share/artifacts-$name"
@@ -141,9 +142,17 @@ leftovers() {
 
 RL_USER=kt
 RL_UID=1000
+RL_CGROUP=/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service
+
+# as_user runs a command as the rootless user, with its session's
+# runtime directory and bus, as a login would give them.
+as_user() {
+  runuser -u "$RL_USER" -- env HOME="/home/$RL_USER" XDG_RUNTIME_DIR="/run/user/$RL_UID" \
+    DBUS_SESSION_BUS_ADDRESS="unix:path=/run/user/$RL_UID/bus" "$@"
+}
 
 # delegate CONTROLLERS sets what systemd delegates to every user's manager
-# and restarts the rootless user's manager, and with it its engine. The
+# and restarts the rootless user's manager, and with it its engines. The
 # empty Delegate= first: a list adds to user@.service's own (systemd 252:
 # cpu memory pids), and the undelegated case must take cpu away.
 delegate() {
@@ -151,21 +160,33 @@ delegate() {
   printf '[Service]\nDelegate=\nDelegate=%s\n' "$1" >/etc/systemd/system/user@.service.d/delegate.conf
   systemctl daemon-reload
   systemctl restart "user@$RL_UID.service"
-  say "delegated to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
+  say "delegated to $RL_USER: $(cat "$RL_CGROUP/cgroup.controllers")"
 }
 
-# rootless_docker_setup makes the user, gives it subordinate IDs, a user
-# unit running dockerd-rootless.sh (as dockerd-rootless-setuptool.sh
-# would write it) and a manager started at boot (linger). The iptables
-# modules are loaded beforehand, as kind's rootless page says: a user
-# namespace cannot load them.
-rootless_docker_setup() {
-  local home=/home/$RL_USER units
+# rootless_user_setup makes the user, gives it subordinate IDs and a
+# manager started at boot (linger), once for every rootless engine. The
+# iptables modules are loaded beforehand, as kind's rootless page says: a
+# user namespace cannot load them.
+rootless_user_setup() {
   id "$RL_USER" >/dev/null 2>&1 || useradd -m -u "$RL_UID" -s /bin/bash "$RL_USER" || return 1
   grep -q "^$RL_USER:" /etc/subuid || echo "$RL_USER:100000:65536" >>/etc/subuid
   grep -q "^$RL_USER:" /etc/subgid || echo "$RL_USER:100000:65536" >>/etc/subgid
   printf '%s\n' ip_tables iptable_nat ip6_tables ip6table_nat >/etc/modules-load.d/iptables.conf
   modprobe -a ip_tables iptable_nat ip6_tables ip6table_nat
+  loginctl enable-linger "$RL_USER"
+  for _ in $(seq 1 60); do
+    [ -e "$RL_CGROUP/cgroup.controllers" ] && [ -S "/run/user/$RL_UID/bus" ] && break
+    sleep 1
+  done
+  say "delegated to $RL_USER at setup: $(cat "$RL_CGROUP/cgroup.controllers")"
+}
+
+# rootless_docker_setup gives the user a unit running dockerd-rootless.sh
+# (as dockerd-rootless-setuptool.sh would write it), enabled before the
+# user's manager first starts.
+rootless_docker_setup() {
+  local home=/home/$RL_USER units
+  id "$RL_USER" >/dev/null 2>&1 || useradd -m -u "$RL_UID" -s /bin/bash "$RL_USER" || return 1
   units=$home/.config/systemd/user
   mkdir -p "$units/default.target.wants"
   cat >"$units/docker.service" <<'UNIT'
@@ -196,37 +217,35 @@ WantedBy=default.target
 UNIT
   ln -sf ../docker.service "$units/default.target.wants/docker.service"
   chown -R "$RL_USER:$RL_USER" "$home/.config"
-  loginctl enable-linger "$RL_USER"
-  for _ in $(seq 1 60); do
-    [ -e "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers" ] && break
-    sleep 1
-  done
-  say "systemd's own delegation to $RL_USER: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/cgroup.controllers")"
+  rootless_user_setup
 }
 
-# wait_rootless_docker waits for the user's engine, then prints its log
-# when it does not answer.
-wait_rootless_docker() {
+# wait_rootless NAME [ENV...] waits for the user's engine NAME, then
+# prints its log when it does not answer.
+wait_rootless() {
+  local name=$1
+  shift
   for _ in $(seq 1 300); do
     if env "$@" docker info >/dev/null 2>&1; then return 0; fi
     sleep 1
   done
-  say "rootless docker did not answer within 5 minutes"
+  say "rootless $name did not answer within 5 minutes"
   journalctl --no-pager -n 60 _UID="$RL_UID" || true
   return 1
 }
 
-# rootless_docker runs the rootless phases: a user whose manager is given
-# only memory and pids must be refused up front; with every controller
-# delegated, the suite runs on the user's engine.
+# rootless_docker runs the rootless Docker phases: a user whose manager is
+# given only memory and pids must be refused up front; with every
+# controller delegated, the suite runs on the user's engine. The engine is
+# stopped afterwards, leaving the guest's CPUs to the next one.
 rootless_docker() {
   local began rl=(DOCKER_HOST="unix:///run/user/$RL_UID/docker.sock" KINDTEST_V2_ROOTLESS=1)
   began=$(date +%s)
   say "rootless docker: setting up user $RL_USER"
   rootless_docker_setup || return 1
   delegate "memory pids"
-  wait_rootless_docker "${rl[@]}" || return 1
-  say "rootless engine's controllers: $(cat "/sys/fs/cgroup/user.slice/user-$RL_UID.slice/user@$RL_UID.service/app.slice/docker.service/cgroup.controllers" 2>&1)"
+  wait_rootless docker "${rl[@]}" || return 1
+  say "rootless engine's controllers: $(cat "$RL_CGROUP/app.slice/docker.service/cgroup.controllers" 2>&1)"
   timing rootless-setup $(($(date +%s) - began))
   began=$(date +%s)
   docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
@@ -235,11 +254,58 @@ rootless_docker() {
   run_suite undelegated 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
   began=$(date +%s)
   delegate "cpu cpuset io memory pids"
-  wait_rootless_docker "${rl[@]}" || return 1
+  wait_rootless docker "${rl[@]}" || return 1
   timing rootless-redelegate $(($(date +%s) - began))
   engine_facts rootless "${rl[@]}"
   run_suite rootless "$RUN_ROOTLESS" "${rl[@]}"
   leftovers leftovers-rootless.txt "${rl[@]}"
+  as_user systemctl --user disable --now docker.service
+}
+
+# rootless_podman_setup names netavark as podman's network backend (for
+# every user: bookworm's podman 4.3 picks CNI wherever containers-common
+# installed a CNI configuration, and the guest has no CNI plugins), makes
+# the user and enables podman's Docker-compatible socket in its manager;
+# the socket starts the service on the first request.
+rootless_podman_setup() {
+  mkdir -p /etc/containers/containers.conf.d
+  printf '[network]\nnetwork_backend = "netavark"\n' >/etc/containers/containers.conf.d/50-kindtest.conf
+  rootless_user_setup || return 1
+  as_user systemctl --user enable --now podman.socket || return 1
+}
+
+# podman_controllers prints what the user's podman service was given:
+# socket-activated, it exits 5 s after its last request, and then has
+# no cgroup to read.
+podman_controllers() {
+  cat "$RL_CGROUP/app.slice/podman.service/cgroup.controllers" 2>&1
+}
+
+# rootless_podman runs the same phases on the user's podman, through its
+# Docker-compatible socket.
+rootless_podman() {
+  local began rl=(DOCKER_HOST="unix:///run/user/$RL_UID/podman/podman.sock" KINDTEST_V2_ROOTLESS=1)
+  began=$(date +%s)
+  say "rootless podman: setting up user $RL_USER"
+  rootless_podman_setup || return 1
+  delegate "memory pids"
+  wait_rootless podman "${rl[@]}" || return 1
+  say "rootless podman's controllers: $(podman_controllers)"
+  timing podman-setup $(($(date +%s) - began))
+  began=$(date +%s)
+  docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
+  timing podman-load $(($(date +%s) - began))
+  engine_facts podman-undelegated "${rl[@]}"
+  say "rootless podman's controllers: $(podman_controllers)"
+  run_suite podman-undelegated 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
+  began=$(date +%s)
+  delegate "cpu cpuset io memory pids"
+  wait_rootless podman "${rl[@]}" || return 1
+  say "rootless podman's controllers: $(podman_controllers)"
+  timing podman-redelegate $(($(date +%s) - began))
+  engine_facts podman "${rl[@]}"
+  run_suite podman "$RUN_ROOTLESS" "${rl[@]}"
+  leftovers leftovers-podman.txt "${rl[@]}"
 }
 
 wait_docker || exit 1
@@ -281,6 +347,7 @@ test)
   fi
   leftovers leftovers.txt
   case ",$ROOTLESS," in *,docker,*) rootless_docker ;; esac
+  case ",$ROOTLESS," in *,podman,*) rootless_podman ;; esac
   touch "$share/tested.ok"
   ;;
 *)

@@ -13,7 +13,9 @@
 //  3. boots a throwaway copy of that disk with the compiled suite in a 9p
 //     share, prints the guest engine's cgroup facts, runs the suite, then
 //     runs it again with dockerd's default cgroup namespace mode set to
-//     host, and lists what the engine still holds;
+//     host, and lists what the engine still holds; with -rootless, does
+//     the same on rootless Docker and rootless podman run by a user of
+//     the guest;
 //  4. reports pass or fail with per-phase timings.
 //
 // With -arch arm64 the guest is an arm64 machine, emulated under TCG on
@@ -37,6 +39,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +69,8 @@ type options struct {
 	accel       accel // chosen from accelFlag at the start of the run
 	archFlag    string
 	arch        guestArch // from archFlag
-	rootless    string
+	rootless    string    // the -rootless flag
+	engines     []string  // rootless engines from it, in the order the guest runs them
 	runRootless string
 	kernelArgs  string
 }
@@ -83,7 +88,7 @@ func main() {
 	flag.IntVar(&o.memory, "memory", 8192, "guest memory, MiB")
 	flag.IntVar(&o.cpus, "cpus", 2, "guest CPUs")
 	flag.StringVar(&o.prepared, "prepared", "", "use this cached disk layer with the images loaded (a prepared-*.qcow2) whatever the host's engine holds now")
-	flag.StringVar(&o.rootless, "rootless", "", "rootless engines to run the suite on as well, as an unprivileged user of the guest: docker (empty: none)")
+	flag.StringVar(&o.rootless, "rootless", "", "rootless engines to run the suite on as well, as an unprivileged user of the guest: docker, podman or docker,podman (empty: none)")
 	flag.StringVar(&o.runRootless, "run-rootless", ".", "tests to run on each rootless engine")
 	flag.StringVar(&o.accelFlag, "accel", "auto", "qemu accelerator: auto (KVM when /dev/kvm is usable, else TCG), kvm or tcg")
 	flag.StringVar(&o.kernelArgs, "kernel-args", "", "more words for the guest kernel's command line, as ipv6.disable=1 for TestIPv6Off")
@@ -150,10 +155,10 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 	if err := checkKernelArgs(o.kernelArgs); err != nil {
 		return err
 	}
-	if o.rootless != "" && o.rootless != "docker" {
-		return fmt.Errorf("-rootless %q: want docker or nothing", o.rootless)
+	if o.engines, err = rootlessEngines(o.rootless); err != nil {
+		return err
 	}
-	if o.rootless != "" && o.arch.Name != "amd64" {
+	if len(o.engines) > 0 && o.arch.Name != "amd64" {
 		return fmt.Errorf("-rootless %s -arch %s: the %s guest has no rootless packages (rootlesskit, uidmap, podman); the rootless runs are the amd64 guest's", o.rootless, o.arch.Name, o.arch.Name)
 	}
 	if err := os.MkdirAll(o.cache, 0o755); err != nil {
@@ -267,6 +272,28 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 	passed = true
 	return nil
+}
+
+// rootlessOrder are the rootless engines the guest can set up, in the
+// order it runs them.
+var rootlessOrder = []string{"docker", "podman"}
+
+// rootlessEngines reads the -rootless flag: a comma-separated list of
+// rootlessOrder's names, returned in that order.
+func rootlessEngines(flag string) ([]string, error) {
+	var engines []string
+	for _, name := range strings.Split(flag, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == "":
+		case !slices.Contains(rootlessOrder, name):
+			return nil, fmt.Errorf("-rootless %q: want a comma-separated list of %s, or nothing", flag, strings.Join(rootlessOrder, " and "))
+		case !slices.Contains(engines, name):
+			engines = append(engines, name)
+		}
+	}
+	slices.SortFunc(engines, func(a, b string) int { return slices.Index(rootlessOrder, a) - slices.Index(rootlessOrder, b) })
+	return engines, nil
 }
 
 // compileSuite builds the cgroup v2 suite as a static test binary for the

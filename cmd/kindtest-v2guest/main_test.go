@@ -212,9 +212,14 @@ func TestTestEnv(t *testing.T) {
 			t.Errorf("%s=%q, want %q", k, env[k], want)
 		}
 	}
-	o.rootless, o.runPrivate, o.runHost = "docker", "", ""
+	o.engines, o.runPrivate, o.runHost = []string{"docker"}, "", ""
 	if env := testEnv(o); env["ROOTLESS"] != "docker" || env["TEST_TIMEOUT"] != "2h0m0s" || env["REAPER_IMAGE"] == "" || env["SUITE_ECHO_IMAGE"] == "" {
 		t.Errorf("rootless only: %v", env)
+	}
+	// Each rootless engine is a run of its own within the guest's limit.
+	o.engines = []string{"docker", "podman"}
+	if env := testEnv(o); env["ROOTLESS"] != "docker,podman" || env["TEST_TIMEOUT"] != "1h0m0s" {
+		t.Errorf("both rootless engines: %v", env)
 	}
 	if !strings.Contains(guestScript, `KINDTEST_IMAGE="$IMAGE"`) {
 		t.Error("the guest script does not hand IMAGE to the suite as KINDTEST_IMAGE")
@@ -293,7 +298,7 @@ func TestResults(t *testing.T) {
 	}
 
 	// The rootless runs: their verdicts and the rootless engine's leftovers count.
-	rl := wantedRuns(options{rootless: "docker"})
+	rl := wantedRuns(options{engines: []string{"docker"}})
 	if len(rl) != 2 || rl[0] != runUndelegated || rl[1] != runRootless {
 		t.Fatalf("-run '' -run-host-cgroupns '' -rootless docker: runs %v", rl)
 	}
@@ -321,6 +326,82 @@ func TestResults(t *testing.T) {
 	for _, want := range []string{"rootless Docker, cpu cpuset io memory pids delegated): exit code 1", "rootless engine still holds objects"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("verdict %v lacks %q", err, want)
+		}
+	}
+
+	// Rootless podman's runs, alone and after Docker's, with leftovers of
+	// their own.
+	pm := wantedRuns(options{engines: []string{"podman"}})
+	if len(pm) != 2 || pm[0] != runPodmanUndelegated || pm[1] != runPodman {
+		t.Fatalf("-rootless podman: runs %v", pm)
+	}
+	if both := wantedRuns(options{runPrivate: ".", engines: []string{"docker", "podman"}}); len(both) != 5 || both[0] != runPrivate || both[2] != runRootless || both[4] != runPodman {
+		t.Fatalf("-rootless docker,podman: runs %v", both)
+	}
+	podman := map[string]string{
+		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "", "docker-cgroup-private.txt": " Cgroup Version: 2\n",
+		"docker-cgroup-podman.txt":    " Cgroup Version: 2\n rootless\n",
+		"test-podman-undelegated.log": "--- PASS: TestRootlessWithoutDelegation (0.30s)\n", "test-podman-undelegated.rc": "0\n",
+		"test-podman.log": "--- PASS: TestNodeOnly (50.00s)\n", "test-podman.rc": "0\n",
+		"leftovers.txt": "", "leftovers-podman.txt": "",
+		// Docker's, from a run that did not ask for it, do not count.
+		"leftovers-rootless.txt": "volume x\n",
+	}
+	r = readResults(writeFiles(t, podman), pm)
+	if err := r.verdict(); err != nil {
+		t.Errorf("rootless podman run: %v", err)
+	}
+	rep = r.report()
+	for _, want := range []string{"suite (rootless podman, only memory and pids delegated: refused up front): PASS",
+		"suite (rootless podman, cpu cpuset io memory pids delegated): PASS", "--- PASS: TestNodeOnly",
+		"left in the guest's rootless podman after the tests: nothing"} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	if strings.Contains(rep, "volume x") {
+		t.Errorf("report shows rootless Docker's leftovers of a podman-only run:\n%s", rep)
+	}
+	podman["leftovers-podman.txt"] = "container kt-a-control-plane kindtest/node:v1.37.2 Exited\n"
+	delete(podman, "test-podman.rc")
+	err = readResults(writeFiles(t, podman), pm).verdict()
+	for _, want := range []string{"rootless podman, cpu cpuset io memory pids delegated): exit code -1", "the guest's rootless podman still holds objects"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("verdict %v lacks %q", err, want)
+		}
+	}
+}
+
+func TestRootlessEngines(t *testing.T) {
+	for _, c := range []struct {
+		flag, want string // want "" with wantErr: an error
+		wantErr    bool
+	}{
+		{"", "", false},
+		{"docker", "docker", false},
+		{"podman", "podman", false},
+		{"podman,docker", "docker,podman", false},
+		{" docker , podman,docker", "docker,podman", false},
+		{"docker,lxc", "", true},
+		{"Docker", "", true},
+	} {
+		got, err := rootlessEngines(c.flag)
+		if c.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "want a comma-separated list of docker and podman") {
+				t.Errorf("-rootless %q: %v %v, want an error naming the engines", c.flag, got, err)
+			}
+			continue
+		}
+		if err != nil || strings.Join(got, ",") != c.want {
+			t.Errorf("-rootless %q: %v %v, want %s", c.flag, got, err, c.want)
+		}
+	}
+	// The guest runs each engine the list names, and only those.
+	for _, want := range []string{`*,docker,*) rootless_docker`, `*,podman,*) rootless_podman`,
+		`DOCKER_HOST="unix:///run/user/$RL_UID/podman/podman.sock"`, "systemctl --user enable --now podman.socket",
+		`network_backend = "netavark"`} {
+		if !strings.Contains(guestScript, want) {
+			t.Errorf("the guest script lacks %q", want)
 		}
 	}
 }

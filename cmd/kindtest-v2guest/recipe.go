@@ -29,14 +29,18 @@ type recipe struct {
 // default profile and refuses unprivileged containers (the reaper); the
 // hosts kindtest's users run have it. The rootless runs need rootlesskit
 // and slirp4netns (dockerd-rootless.sh comes with docker.io), uidmap's
-// newuidmap and newgidmap, a user D-Bus for the user's systemd, and podman.
+// newuidmap and newgidmap, a user D-Bus for the user's systemd, and
+// podman with crun, its first choice of runtime (named, so that apt does
+// not settle for docker.io's runc), and netavark with aardvark-dns for
+// its networks: bookworm's podman depends on neither netavark nor the
+// CNI plugins it would otherwise use.
 var guestRecipe = recipe{
 	Suite:   "bookworm",
 	Variant: "minbase",
 	Packages: []string{
-		"apparmor", "ca-certificates", "dbus", "dbus-user-session", "docker.io", "iproute2", "iptables",
-		"kmod", "linux-image-amd64", "podman", "procps", "rootlesskit", "slirp4netns", "systemd", "systemd-sysv",
-		"udev", "uidmap",
+		"aardvark-dns", "apparmor", "ca-certificates", "crun", "dbus", "dbus-user-session", "docker.io", "iproute2",
+		"iptables", "kmod", "linux-image-amd64", "netavark", "podman", "procps", "rootlesskit", "slirp4netns",
+		"systemd", "systemd-sysv", "udev", "uidmap",
 	},
 }
 

@@ -50,8 +50,8 @@ func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, wor
 func testEnv(o options) map[string]string {
 	// The suite's own deadline stays inside the guest's, so that a hung
 	// test is reported by go test with its goroutines rather than killed.
-	runs := 0
-	for _, r := range []string{o.runPrivate, o.runHost, o.rootless} {
+	runs := len(o.engines)
+	for _, r := range []string{o.runPrivate, o.runHost} {
 		if r != "" {
 			runs++
 		}
@@ -59,23 +59,36 @@ func testEnv(o options) map[string]string {
 	testTimeout := o.runLimit * 2 / time.Duration(3*max(runs, 1))
 	return map[string]string{
 		"MODE": "test", "IMAGE": o.image, "REAPER_IMAGE": kindtest.ReaperImage, "SUITE_ECHO_IMAGE": fixture.EchoImage,
-		"RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost, "ROOTLESS": o.rootless, "RUN_ROOTLESS": o.runRootless,
+		"RUN_PRIVATE": o.runPrivate, "RUN_HOST": o.runHost, "ROOTLESS": strings.Join(o.engines, ","), "RUN_ROOTLESS": o.runRootless,
 		"TEST_TIMEOUT": testTimeout.String(), "CREATE_TIMEOUT": o.create.String(),
 	}
 }
 
 // suiteRun is one run of the suite in the guest: its files in the share
-// are docker-cgroup-NAME.txt, test-NAME.log and test-NAME.rc.
+// are docker-cgroup-NAME.txt, test-NAME.log and test-NAME.rc. A rootless
+// engine's last run also has the engine's leftovers, in leftovers.
 type suiteRun struct {
 	name, title string
+	leftovers   string // the file listing what the engine held after it
+	engine      string // that engine, for the report
 }
 
 var (
-	runPrivate     = suiteRun{"private", "engine as installed"}
-	runHost        = suiteRun{"host", "dockerd --default-cgroupns-mode=host"}
-	runUndelegated = suiteRun{"undelegated", "rootless Docker, only memory and pids delegated: refused up front"}
-	runRootless    = suiteRun{"rootless", "rootless Docker, cpu cpuset io memory pids delegated"}
+	runPrivate     = suiteRun{name: "private", title: "engine as installed"}
+	runHost        = suiteRun{name: "host", title: "dockerd --default-cgroupns-mode=host"}
+	runUndelegated = suiteRun{name: "undelegated", title: "rootless Docker, only memory and pids delegated: refused up front"}
+	runRootless    = suiteRun{name: "rootless", title: "rootless Docker, cpu cpuset io memory pids delegated",
+		leftovers: "leftovers-rootless.txt", engine: "the guest's rootless engine"}
+	runPodmanUndelegated = suiteRun{name: "podman-undelegated", title: "rootless podman, only memory and pids delegated: refused up front"}
+	runPodman            = suiteRun{name: "podman", title: "rootless podman, cpu cpuset io memory pids delegated",
+		leftovers: "leftovers-podman.txt", engine: "the guest's rootless podman"}
 )
+
+// rootlessRuns are each rootless engine's runs, in the guest's order.
+var rootlessRuns = map[string][]suiteRun{
+	"docker": {runUndelegated, runRootless},
+	"podman": {runPodmanUndelegated, runPodman},
+}
 
 // wantedRuns are the suite runs o asks for, in the order the guest runs
 // them.
@@ -87,8 +100,8 @@ func wantedRuns(o options) []suiteRun {
 	if o.runHost != "" {
 		runs = append(runs, runHost)
 	}
-	if o.rootless == "docker" {
-		runs = append(runs, runUndelegated, runRootless)
+	for _, e := range o.engines {
+		runs = append(runs, rootlessRuns[e]...)
 	}
 	return runs
 }
@@ -96,21 +109,20 @@ func wantedRuns(o options) []suiteRun {
 // runResult is what one suite run left.
 type runResult struct {
 	suiteRun
-	cgroup string // docker info's cgroup lines
-	log    string
-	code   int // -1: no exit code written
+	cgroup    string // docker info's cgroup lines
+	log       string
+	code      int    // -1: no exit code written
+	leftovers string // what its engine held after it, when suiteRun.leftovers names a file
 }
 
 // results is what the guest left in the share.
 type results struct {
-	share             string
-	kernel            string
-	cgroupInstalled   string // docker info's cgroup lines, engine as installed
-	runs              []runResult
-	leftovers         string
-	leftoversRootless string
-	rootless          bool
-	finished          bool
+	share           string
+	kernel          string
+	cgroupInstalled string // docker info's cgroup lines, engine as installed
+	runs            []runResult
+	leftovers       string // the rootful engine's
+	finished        bool
 }
 
 func readResults(share string, want []suiteRun) results {
@@ -126,19 +138,19 @@ func readResults(share string, want []suiteRun) results {
 		return n
 	}
 	r := results{
-		share:             share,
-		kernel:            read("kernel.txt"),
-		cgroupInstalled:   read("docker-cgroup-private.txt"),
-		leftovers:         read("leftovers.txt"),
-		leftoversRootless: read("leftovers-rootless.txt"),
-		finished:          fileExists(filepath.Join(share, "tested.ok")),
+		share:           share,
+		kernel:          read("kernel.txt"),
+		cgroupInstalled: read("docker-cgroup-private.txt"),
+		leftovers:       read("leftovers.txt"),
+		finished:        fileExists(filepath.Join(share, "tested.ok")),
 	}
 	for _, w := range want {
-		r.runs = append(r.runs, runResult{suiteRun: w, cgroup: read("docker-cgroup-" + w.name + ".txt"),
-			log: read("test-" + w.name + ".log"), code: code("test-" + w.name + ".rc")})
-		if w == runRootless {
-			r.rootless = true
+		run := runResult{suiteRun: w, cgroup: read("docker-cgroup-" + w.name + ".txt"),
+			log: read("test-" + w.name + ".log"), code: code("test-" + w.name + ".rc")}
+		if w.leftovers != "" {
+			run.leftovers = read(w.leftovers)
 		}
+		r.runs = append(r.runs, run)
 	}
 	return r
 }
@@ -156,8 +168,10 @@ func (r results) report() string {
 		b.WriteString(suiteReport(run.title, run.code, run.log))
 	}
 	b.WriteString(leftoversReport("the guest's engine", r.leftovers))
-	if r.rootless {
-		b.WriteString(leftoversReport("the guest's rootless engine", r.leftoversRootless))
+	for _, run := range r.runs {
+		if run.suiteRun.leftovers != "" {
+			b.WriteString(leftoversReport(run.engine, run.leftovers))
+		}
 	}
 	return b.String()
 }
@@ -207,8 +221,10 @@ func (r results) verdict() error {
 	if r.leftovers != "" {
 		errs = append(errs, errors.New("the guest's engine still holds objects after the tests"))
 	}
-	if r.rootless && r.leftoversRootless != "" {
-		errs = append(errs, errors.New("the guest's rootless engine still holds objects after the tests"))
+	for _, run := range r.runs {
+		if run.suiteRun.leftovers != "" && run.leftovers != "" {
+			errs = append(errs, fmt.Errorf("%s still holds objects after the tests", run.engine))
+		}
 	}
 	if !strings.Contains(r.cgroupInstalled, "Cgroup Version: 2") {
 		errs = append(errs, errors.New("the guest's engine does not report cgroup version 2"))

@@ -233,12 +233,16 @@ type EngineInfo struct {
 	// KernelVersion is the engine host's kernel release (uname -r).
 	KernelVersion string
 	// Rootless says the engine runs as an unprivileged user, in a user
-	// namespace (its security options name "rootless").
+	// namespace (its security options name "rootless"; podman's own API
+	// says so where its Docker-compatible info does not).
 	Rootless bool
+	// Podman says the engine is podman's Docker-compatible service.
+	Podman bool
 	// Controllers are the cgroup controllers the engine can limit its
 	// containers with, among cpu, cpuset, memory and pids: on cgroup v2
 	// what its own cgroup was given, which for a rootless engine is what
-	// systemd delegates to the user.
+	// systemd delegates to the user. podman's are read from its own API
+	// (see podmanInfo).
 	Controllers []string
 }
 
@@ -269,7 +273,7 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 	if err != nil {
 		return EngineInfo{}, fmt.Errorf("engine info: %w", err)
 	}
-	return EngineInfo{
+	e := EngineInfo{
 		Version:         info.ServerVersion,
 		CgroupVersion:   info.CgroupVersion,
 		CgroupDriver:    info.CgroupDriver,
@@ -281,8 +285,20 @@ func (c *Client) Info(ctx context.Context) (EngineInfo, error) {
 		MemTotal:        info.MemTotal,
 		KernelVersion:   info.KernelVersion,
 		Rootless:        rootless(info.SecurityOptions),
+		Podman:          c.engine.podman,
 		Controllers:     controllers(info.CPUShares && info.CPUCfsQuota, info.CPUSet, info.MemoryLimit, info.PidsLimit),
-	}, nil
+	}
+	if e.Podman {
+		p, err := c.podmanInfo(ctx)
+		if err != nil {
+			return EngineInfo{}, fmt.Errorf("engine info: %w", err)
+		}
+		e.Rootless = e.Rootless || p.Host.Security.Rootless
+		if e.CgroupVersion == "2" {
+			e.Controllers = p.controllers()
+		}
+	}
+	return e, nil
 }
 
 // rootless tells from the engine's security options whether it runs

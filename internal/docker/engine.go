@@ -2,11 +2,16 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/versions"
+	"github.com/docker/docker/client"
 )
 
 // The engine behind the API: Docker's own daemon, or podman answering
@@ -104,3 +109,77 @@ func (c *Client) Podman() bool { return c.engine.podman }
 // EngineName names the engine and its version, for messages: "Docker
 // 26.1.5", "Podman 5.4.2".
 func (c *Client) EngineName() string { return c.engine.String() }
+
+// podmanInfo is the part of podman's own info (its libpod API, which the
+// same socket serves beside the Docker-compatible one) that the
+// compatible info lacks or gets wrong.
+type podmanInfo struct {
+	Host struct {
+		// CgroupControllers are the cgroup v2 controllers podman finds
+		// available to it.
+		CgroupControllers []string `json:"cgroupControllers"`
+		Security          struct {
+			Rootless bool `json:"rootless"`
+		} `json:"security"`
+	} `json:"host"`
+}
+
+// podmanInfo asks podman's libpod API what its Docker-compatible info
+// cannot say. That info lists no "rootless" among the security options of
+// a rootless podman 4.3 (only apparmor and seccomp, seen in the cgroup v2
+// guest), and on cgroup v2 it fills its limits from cgroup v1's file
+// names (cpu.shares, cpu.cfs_quota_us, cpuset.cpus at the root): no cpu
+// and no cpuset whatever was delegated (docker info against it warns "No
+// cpu shares support", "No cpuset support").
+func (c *Client) podmanInfo(ctx context.Context) (podmanInfo, error) {
+	var info podmanInfo
+	url, err := c.libpodURL("/info")
+	if err != nil {
+		return info, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return info, err
+	}
+	resp, err := c.api.HTTPClient().Do(req)
+	if err != nil {
+		return info, fmt.Errorf("podman's libpod info: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		return info, fmt.Errorf("podman's libpod info: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&info); err != nil {
+		return info, fmt.Errorf("podman's libpod info: %w", err)
+	}
+	return info, nil
+}
+
+// controllers are those of cpu, cpuset, memory and pids podman names.
+func (p podmanInfo) controllers() []string {
+	have := p.Host.CgroupControllers
+	return controllers(slices.Contains(have, "cpu"), slices.Contains(have, "cpuset"),
+		slices.Contains(have, "memory"), slices.Contains(have, "pids"))
+}
+
+// libpodURL is the URL of path in podman's libpod API (v4.0.0's paths,
+// which podman 4 and 5 serve) on the engine this client talks to, as the
+// SDK builds its own: a socket's requests carry a placeholder host, and a
+// TCP engine's are HTTPS when the client has TLS material.
+func (c *Client) libpodURL(path string) (string, error) {
+	u, err := client.ParseHostURL(c.api.DaemonHost())
+	if err != nil {
+		return "", err
+	}
+	scheme, host := "http", u.Host
+	switch u.Scheme {
+	case "unix", "npipe":
+		host = client.DummyHost
+	default:
+		if t, ok := c.api.HTTPClient().Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+			scheme = "https"
+		}
+	}
+	return scheme + "://" + host + u.Path + "/v4.0.0/libpod" + path, nil
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 )
 
 // Version responses: podman 5.4.2 of Debian trixie and 4.3.1 of bookworm
@@ -98,29 +99,7 @@ func TestConnectPodman(t *testing.T) {
 // fakeVersionEngine answers ping with api and /version with response.
 func fakeVersionEngine(t *testing.T, api, response string) string {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("API-Version", api)
-		w.Header().Set("OSType", "linux")
-		fmt.Fprint(w, "OK")
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/version") {
-			fmt.Fprint(w, response)
-			return
-		}
-		http.NotFound(w, r)
-	})
-	srv := httptest.NewUnstartedServer(mux)
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return "unix://" + sock
+	return fakeAPIEngine(t, api, map[string]string{"/version": response}, http.NotFound)
 }
 
 func TestCreatedName(t *testing.T) {
@@ -180,4 +159,124 @@ func TestLoadedName(t *testing.T) {
 			t.Errorf("%s says it loaded %s: %s, want %s", engineOf(tc.v).version, tc.said, got, tc.want)
 		}
 	}
+}
+
+// podman4RootlessInfo is the Docker-compatible info of a rootless podman
+// 4.3.1 on cgroup v2 as the guest's `docker info` showed it (trimmed):
+// no "rootless" among its security options, and the limits its source
+// fills from cgroup v1's file names: no cpu, no cpuset.
+const podman4RootlessInfo = `{"ServerVersion":"4.3.1","CgroupVersion":"2","CgroupDriver":"systemd","KernelVersion":"6.1.0-57-amd64","OperatingSystem":"debian","Architecture":"amd64",` +
+	`"CPUShares":false,"CpuCfsQuota":false,"CPUSet":false,"MemoryLimit":true,"PidsLimit":true,` +
+	`"SecurityOptions":["name=apparmor","name=seccomp,profile=default"],"Rootless":true}`
+
+// TestPodmanInfo: podman's libpod info says whether it is rootless and,
+// on cgroup v2, which controllers it has; its Docker-compatible info says
+// neither. Docker's come from its own info, without the libpod API.
+func TestPodmanInfo(t *testing.T) {
+	const rootless = `"security":{"rootless":true}`
+	for _, tc := range []struct {
+		name, version, info, libpod string
+		rootless                    bool
+		want                        string // controllers, or the error's text after "error: "
+	}{
+		{"rootless podman, all delegated", podman4Version, podman4RootlessInfo,
+			`{"host":{"cgroupControllers":["cpuset","cpu","io","memory","pids"],"cgroupVersion":"v2",` + rootless + `}}`, true, "cpu cpuset memory pids"},
+		{"rootless podman, memory and pids", podman4Version, podman4RootlessInfo,
+			`{"host":{"cgroupControllers":["memory","pids"],"cgroupVersion":"v2",` + rootless + `}}`, true, "memory pids"},
+		{"rootful podman", podman4Version, podman4RootlessInfo,
+			`{"host":{"cgroupControllers":["cpuset","cpu","io","memory","hugetlb","pids"],"security":{"rootless":false}}}`, false, "cpu cpuset memory pids"},
+		{"libpod info fails", podman4Version, podman4RootlessInfo, "", false, "error: engine info: podman's libpod info: 404 Not Found"},
+		{"podman on cgroup v1 keeps its compatible limits", podman4Version,
+			strings.Replace(podman4RootlessInfo, `"CgroupVersion":"2"`, `"CgroupVersion":"1"`, 1), `{"host":{` + rootless + `}}`, true, "memory pids"},
+		{"rootless Docker", docker26Version,
+			`{"CgroupVersion":"2","CPUShares":true,"CpuCfsQuota":true,"CPUSet":true,"MemoryLimit":true,"PidsLimit":true,"SecurityOptions":["name=rootless"]}`,
+			`{"host":{"cgroupControllers":[]}}`, true, "cpu cpuset memory pids"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var libpodAsked bool
+			host := fakeAPIEngine(t, "1.41", map[string]string{"/version": tc.version, "/info": tc.info},
+				func(w http.ResponseWriter, r *http.Request) {
+					libpodAsked = true
+					if r.URL.Path != "/v4.0.0/libpod/info" || tc.libpod == "" {
+						http.NotFound(w, r)
+						return
+					}
+					fmt.Fprint(w, tc.libpod)
+				})
+			c, err := NewHost(context.Background(), host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			info, err := c.Info(context.Background())
+			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("Info: %v, want an error with %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(info.Controllers, " "); got != tc.want {
+				t.Errorf("controllers %q, want %q", got, tc.want)
+			}
+			if info.Rootless != tc.rootless || info.Podman != c.Podman() {
+				t.Errorf("rootless %v podman %v, want rootless %v podman %v", info.Rootless, info.Podman, tc.rootless, c.Podman())
+			}
+			if libpodAsked != c.Podman() {
+				t.Errorf("libpod API asked: %v (podman %v)", libpodAsked, c.Podman())
+			}
+		})
+	}
+}
+
+func TestLibpodURL(t *testing.T) {
+	for host, want := range map[string]string{
+		"unix:///run/user/1000/podman/podman.sock": "http://" + client.DummyHost + "/v4.0.0/libpod/info",
+		"tcp://10.0.0.2:2375":                      "http://10.0.0.2:2375/v4.0.0/libpod/info",
+	} {
+		api, err := client.NewClientWithOpts(client.WithHost(host))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &Client{api: api}
+		if got, err := c.libpodURL("/info"); err != nil || got != want {
+			t.Errorf("%s: %s %v, want %s", host, got, err, want)
+		}
+		api.Close()
+	}
+}
+
+// fakeAPIEngine answers ping with api, the API's paths (after whatever
+// version prefix) with the bodies given, and anything else with other.
+func fakeAPIEngine(t *testing.T, api string, bodies map[string]string, other http.HandlerFunc) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/_ping", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("API-Version", api)
+		w.Header().Set("OSType", "linux")
+		fmt.Fprint(w, "OK")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		path := r.URL.Path
+		if rest, ok := strings.CutPrefix(path, "/v"); ok && strings.Contains(rest, "/") {
+			path = rest[strings.Index(rest, "/"):]
+		}
+		if body, ok := bodies[path]; ok {
+			fmt.Fprint(w, body)
+			return
+		}
+		other(w, r)
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	sock := filepath.Join(t.TempDir(), "docker.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Listener = l
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return "unix://" + sock
 }

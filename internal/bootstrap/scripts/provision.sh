@@ -34,7 +34,13 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
   done
   sed -e 's/^/+/' -e 's/ / +/g' /sys/fs/cgroup/cgroup.controllers > /sys/fs/cgroup/cgroup.subtree_control
   for c in cpu memory pids; do
-    grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control || { echo "cgroup controller $c is not available to the node (the host delegates: $(cat /sys/fs/cgroup/cgroup.controllers))" >&2; exit 1; }
+    if ! grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control; then
+      echo "cgroup controller $c is not available to the node (the host delegates: $(cat /sys/fs/cgroup/cgroup.controllers))" >&2
+      # A rootless engine gets what systemd delegates to its user; podman's
+      # API cannot tell kindtest that before a node exists.
+      [ -z "$userns" ] || echo "the engine runs rootless: delegate cpu, memory and pids to its user's systemd (Delegate=cpu cpuset io memory pids in /etc/systemd/system/user@.service.d/delegate.conf, systemctl daemon-reload), then restart the user's manager and engine" >&2
+      exit 1
+    fi
   done
 else
   # cgroup v1: the node's cgroups are named /docker/<id>... in
