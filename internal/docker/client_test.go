@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -58,16 +57,7 @@ func hangingEngine(t *testing.T) *Client {
 		}
 		<-r.Context().Done()
 	})
-	srv := httptest.NewUnstartedServer(mux)
-	sock := filepath.Join(t.TempDir(), "docker.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Listener = l
-	srv.Start()
-	t.Cleanup(srv.Close)
-	c, err := NewHost(context.Background(), "unix://"+sock)
+	c, err := NewHost(context.Background(), serveUnix(t, mux))
 	if err != nil {
 		t.Fatal(err)
 	}

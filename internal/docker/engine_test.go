@@ -269,7 +269,14 @@ func fakeAPIEngine(t *testing.T, api string, bodies map[string]string, other htt
 		}
 		other(w, r)
 	})
-	srv := httptest.NewUnstartedServer(mux)
+	return serveUnix(t, mux)
+}
+
+// serveUnix serves h on a Unix socket of the test's own until the test
+// ends, and returns the socket's address as an engine host.
+func serveUnix(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(h)
 	sock := filepath.Join(t.TempDir(), "docker.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
