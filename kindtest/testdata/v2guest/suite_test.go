@@ -302,22 +302,7 @@ func TestIPv6Off(t *testing.T) {
 	dc := enginetest.Client(t)
 	for _, family := range []kindtest.IPFamily{kindtest.IPv6, kindtest.DualStack} {
 		t.Run(string(family), func(t *testing.T) {
-			ctx := opCtx(t)
-			var name string
-			hook := kindtest.LoggerFunc(func(format string, args ...any) {
-				if name == "" {
-					name = clusterName(fmt.Sprintf(format, args...))
-				}
-			})
-			began := time.Now()
-			// A short limit: should nothing refuse it, the boot says so
-			// without a whole cluster's creation under emulation.
-			c, err := kindtest.New(ctx, kindtest.WithIPFamily(family), kindtest.WithCreateTimeout(5*time.Minute), kindtest.WithLogger(hook))
-			if err == nil {
-				c.Delete(ctx)
-				t.Fatalf("New(WithIPFamily(%s)) succeeded on a kernel without IPv6", family)
-			}
-			t.Logf("TIMING refused in %v: %v", time.Since(began).Round(time.Millisecond), err)
+			name, err := refusedNew(t, "on a kernel without IPv6", kindtest.WithIPFamily(family))
 			for _, want := range []string{"WithIPFamily(" + string(family) + ")", "ipv6.disable=1", "net.ipv6.conf.all.disable_ipv6=0"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error lacks %q", want)
@@ -329,6 +314,30 @@ func TestIPv6Off(t *testing.T) {
 			noLeftovers(t, dc, name)
 		})
 	}
+}
+
+// refusedNew asks for a cluster that must be refused before boot, and
+// returns the error and the cluster's name from kindtest's log ("" when
+// none was logged). A cluster made after all fails the test; its time
+// limit is short, so that a boot nothing refuses ends without a whole
+// cluster's creation under emulation.
+func refusedNew(t *testing.T, where string, opts ...kindtest.Option) (string, error) {
+	t.Helper()
+	ctx := opCtx(t)
+	var name string
+	hook := kindtest.LoggerFunc(func(format string, args ...any) {
+		if name == "" {
+			name = clusterName(fmt.Sprintf(format, args...))
+		}
+	})
+	began := time.Now()
+	c, err := kindtest.New(ctx, append(opts, kindtest.WithCreateTimeout(5*time.Minute), kindtest.WithLogger(hook))...)
+	if err == nil {
+		c.Delete(ctx)
+		t.Fatalf("a cluster was made %s", where)
+	}
+	t.Logf("TIMING refused in %v: %v", time.Since(began).Round(time.Millisecond), err)
+	return name, err
 }
 
 // clusterName finds the cluster's name in kindtest's first log line of a
@@ -352,19 +361,7 @@ func TestKubeProxyIPVS(t *testing.T) {
 		t.Fatal("IPVS is loaded already: this test loads it itself, after checking the refusal")
 	}
 	t.Run("refused without IPVS", func(t *testing.T) {
-		ctx := opCtx(t)
-		var name string
-		hook := kindtest.LoggerFunc(func(format string, args ...any) {
-			if name == "" {
-				name = clusterName(fmt.Sprintf(format, args...))
-			}
-		})
-		c, err := kindtest.New(ctx, kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS), kindtest.WithCreateTimeout(5*time.Minute), kindtest.WithLogger(hook))
-		if err == nil {
-			c.Delete(ctx)
-			t.Fatal("a cluster in IPVS mode was made on a kernel without IPVS loaded")
-		}
-		t.Logf("refused: %v", err)
+		name, err := refusedNew(t, "in IPVS mode on a kernel without IPVS loaded", kindtest.WithKubeProxyMode(kindtest.KubeProxyIPVS))
 		for _, want := range []string{"kube-proxy mode ipvs", "modprobe -a ip_vs"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error lacks %q", want)
