@@ -307,6 +307,9 @@ func (c *Client) ListContainers(ctx context.Context, labels map[string]string) (
 	}
 	out := make([]Container, 0, len(list))
 	for _, s := range list {
+		if !hasLabels(s.Labels, labels) {
+			continue
+		}
 		ct := Container{ID: s.ID, Image: s.Image, Labels: s.Labels, Running: s.State == "running", Status: s.State}
 		if len(s.Names) > 0 {
 			ct.Name = strings.TrimPrefix(s.Names[0], "/")
@@ -371,6 +374,20 @@ func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (io.Rea
 
 // labelFilter turns labels into an engine filter; an empty value matches
 // any value of that key.
+// hasLabels says whether an object's labels hold every one of the
+// selector's: the key alone where the selector's value is empty. Lists
+// check it again on what the engine returned: podman 4.3's volume list
+// matches any of several label filters, not all.
+func hasLabels(have, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := have[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
+}
+
 func labelFilter(labels map[string]string) filters.Args {
 	args := filters.NewArgs()
 	for k, v := range labels {

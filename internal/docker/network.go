@@ -87,6 +87,9 @@ func (c *Client) ListNetworks(ctx context.Context, labels map[string]string) ([]
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
+		if !hasLabels(n.Labels, labels) {
+			continue
+		}
 		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels})
 	}
 	return out, nil
@@ -122,7 +125,7 @@ func (c *Client) ListVolumes(ctx context.Context, labels map[string]string) ([]V
 	}
 	out := make([]Volume, 0, len(resp.Volumes))
 	for _, v := range resp.Volumes {
-		if v != nil {
+		if v != nil && hasLabels(v.Labels, labels) {
 			out = append(out, Volume{Name: v.Name, Labels: v.Labels})
 		}
 	}
