@@ -58,6 +58,12 @@ var DefaultSettle = []time.Duration{time.Second, 3 * time.Second, 6 * time.Secon
 // saw.
 var DefaultWatch = 15 * time.Second
 
+// DefaultPoll is how often, while the reaper watches, it sweeps the gone
+// client's clusters again whatever the events say: an engine may report
+// no create event for some objects (rootless podman 4.3 reports none for
+// networks).
+var DefaultPoll = 3 * time.Second
+
 // Config sets how patient a reaper is.
 type Config struct {
 	// Idle is how long the reaper waits without any client, from its
@@ -71,7 +77,10 @@ type Config struct {
 	// object of a gone client's clusters that the engine created since,
 	// the reaper goes on watching for more. Default DefaultWatch.
 	Watch time.Duration
-	Logf  func(format string, args ...any)
+	// Poll is how often the clusters are swept again while watching.
+	// Default DefaultPoll.
+	Poll time.Duration
+	Logf func(format string, args ...any)
 }
 
 // Serve accepts clients on ln and removes their clusters when they go, as
@@ -89,6 +98,9 @@ func Serve(ctx context.Context, dc *docker.Client, ln net.Listener, cfg Config) 
 	}
 	if cfg.Watch == 0 {
 		cfg.Watch = DefaultWatch
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
 	}
 	s := &server{dc: dc, cfg: cfg, changed: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(ctx)
@@ -251,7 +263,8 @@ func (cl *client) handle(line string) string {
 // at each one: a creation the dead client asked for may be finished by a
 // loaded engine long after the client went (7 s was seen at a load of 49).
 // It watches the engine's create events until none of the clusters' has
-// come for the watch time, after the last settle sweep.
+// come for the watch time, after the last settle sweep, and sweeps every
+// poll time meanwhile for what the events do not report.
 func (s *server) reapAll(session string, names []string) error {
 	if len(names) == 0 {
 		return nil
@@ -281,18 +294,25 @@ func (s *server) reapAll(session string, names []string) error {
 	}
 	for next := 0; next < len(settle) || time.Now().Before(quiet); {
 		wait := time.Until(quiet)
+		polling := false
 		if next < len(settle) {
 			wait = time.Until(start.Add(settle[next]))
+		} else if wait > s.cfg.Poll {
+			wait, polling = s.cfg.Poll, true
 		}
 		timer := time.NewTimer(max(wait, 0))
 		select {
 		case <-timer.C:
-			if next < len(settle) {
+			switch {
+			case next < len(settle):
 				sweep(names)
 				next++
 				if created != nil {
 					calm()
 				}
+			case polling:
+				// Not calm(): a poll finds nothing new to wait for.
+				sweep(names)
 			}
 		case obj, ok := <-created:
 			timer.Stop()
