@@ -16,6 +16,13 @@ import (
 // ReplyTimeout bounds the reaper's answer to one request.
 const ReplyTimeout = 10 * time.Second
 
+// greetingTimeout bounds the wait for the greeting on one connection. An
+// engine's port proxy that has nothing behind it yet closes the
+// connection at once, so the wait is long only where the path to the
+// reaper is slow (rootless podman's port forwarder under emulation took
+// longer than a second).
+const greetingTimeout = 5 * time.Second
+
 // Client is one connection of a test process to a reaper, the other side
 // of Serve's protocol. Its own goroutine reads the reaper's answers, so
 // that a connection that ends is noticed at once (see Done), not at the
@@ -61,7 +68,11 @@ func Dial(ctx context.Context, addr string, gone func() bool) (*Client, error) {
 			}
 			return false, nil
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		deadline := time.Now().Add(greetingTimeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		_ = conn.SetReadDeadline(deadline)
 		r := bufio.NewReader(conn)
 		line, err := r.ReadString('\n')
 		line = strings.TrimSpace(line)

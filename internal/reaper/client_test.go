@@ -15,6 +15,12 @@ import (
 // the reaper's own tests check Serve.
 func fakeReaper(t *testing.T, greeting string, answer func(string) string) string {
 	t.Helper()
+	return slowReaper(t, 0, greeting, answer)
+}
+
+// slowReaper is fakeReaper, greeting each connection after delay.
+func slowReaper(t *testing.T, delay time.Duration, greeting string, answer func(string) string) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +34,7 @@ func fakeReaper(t *testing.T, greeting string, answer func(string) string) strin
 			}
 			go func() {
 				defer conn.Close()
+				time.Sleep(delay)
 				conn.Write([]byte(greeting + "\n"))
 				r := bufio.NewReader(conn)
 				for {
@@ -72,6 +79,23 @@ func TestClientSpeaksTheProtocol(t *testing.T) {
 	}
 	if want := []string{"hello s1", "register kt-a", "forget kt-a"}; strings.Join(lines, "|") != strings.Join(want, "|") {
 		t.Errorf("sent %q, want %q", lines, want)
+	}
+}
+
+// TestClientWaitsForASlowGreeting: a reaper reached through a slow path
+// (rootless podman's port forwarder under emulation) greets after more
+// than a second; the client waits for it rather than hanging up and
+// dialling again until the reaper gives up on clients.
+func TestClientWaitsForASlowGreeting(t *testing.T) {
+	addr := slowReaper(t, 1500*time.Millisecond, Greeting, func(string) string { return "ok" })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, func() bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Hello("s1"); err != nil {
+		t.Fatal(err)
 	}
 }
 
