@@ -90,10 +90,22 @@ func checkRootless(e docker.EngineInfo, engine string, hostPorts []int, h rootle
 			}
 		}
 	}
+	if e.Driver == "vfs" && warn != nil {
+		warn.Printf("kindtest: rootless engine at %s stores images with the vfs driver: every node's container is a full copy of the node image (over 1 GB), slow to create and to load; %s", engine, overlayFix(e.Podman))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("rootless engine at %s cannot run nodes: %w (see https://kind.sigs.k8s.io/docs/user/rootless/)", engine, err)
 	}
 	return nil
+}
+
+// overlayFix says how a rootless engine gets the overlay storage driver,
+// which kernels from 5.11 on allow without a helper.
+func overlayFix(podman bool) string {
+	if podman {
+		return "give podman the overlay driver: `printf '[storage]\\ndriver = \"overlay\"\\n' > ~/.config/containers/storage.conf` as the engine's user, then `podman system reset` (it removes that user's images and containers: load the images again)"
+	}
+	return `give the engine the overlay2 driver: "storage-driver": "overlay2" in ~/.config/docker/daemon.json, then ` + "`systemctl --user restart docker`"
 }
 
 func missingControllers(have []string) []string {

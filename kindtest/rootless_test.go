@@ -95,6 +95,29 @@ func TestCheckRootless(t *testing.T) {
 	if len(log.lines) != 1 || !strings.Contains(log.lines[0], "fs.inotify.max_user_instances=512") {
 		t.Errorf("inotify warning: %q", log.lines)
 	}
+
+	// vfs storage works, slowly: a warning naming the fix of each engine.
+	for _, podman := range []bool{false, true} {
+		var log recordLog
+		e := good
+		e.Driver, e.Podman = "vfs", podman
+		if err := checkRootless(e, engine, nil, roomy, &log); err != nil {
+			t.Errorf("vfs: %v", err)
+		}
+		want := "storage-driver\": \"overlay2\""
+		if podman {
+			want = `driver = "overlay"\n' > ~/.config/containers/storage.conf`
+		}
+		if len(log.lines) != 1 || !strings.Contains(log.lines[0], "vfs driver") || !strings.Contains(log.lines[0], want) {
+			t.Errorf("vfs warning (podman %v): %q, want one naming %q", podman, log.lines, want)
+		}
+	}
+	log.lines = nil
+	e := good
+	e.Driver = "overlay"
+	if err := checkRootless(e, engine, nil, roomy, &log); err != nil || len(log.lines) != 0 {
+		t.Errorf("overlay: %v, warnings %q", err, log.lines)
+	}
 }
 
 func TestKernelRelease(t *testing.T) {

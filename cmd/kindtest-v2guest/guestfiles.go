@@ -265,12 +265,16 @@ rootless_docker() {
 # rootless_podman_setup names netavark as podman's network backend (for
 # every user: bookworm's podman 4.3 picks CNI wherever containers-common
 # installed a CNI configuration, and the guest has no CNI plugins), makes
-# the user and enables podman's Docker-compatible socket in its manager;
-# the socket starts the service on the first request.
+# the user, gives the user's podman the overlay storage driver (left to
+# itself, bookworm's podman 4.3 picks vfs, which copies the whole node
+# image for each node) and enables podman's Docker-compatible socket in
+# its manager; the socket starts the service on the first request.
 rootless_podman_setup() {
   mkdir -p /etc/containers/containers.conf.d
   printf '[network]\nnetwork_backend = "netavark"\n' >/etc/containers/containers.conf.d/50-kindtest.conf
   rootless_user_setup || return 1
+  as_user mkdir -p "/home/$RL_USER/.config/containers" || return 1
+  printf '[storage]\ndriver = "overlay"\n' | as_user tee "/home/$RL_USER/.config/containers/storage.conf" >/dev/null || return 1
   as_user systemctl --user enable --now podman.socket || return 1
 }
 
