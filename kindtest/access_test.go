@@ -208,6 +208,39 @@ func TestUnitContainerdRef(t *testing.T) {
 	}
 }
 
+// TestUnitNamedInArchive: the name the engine's archive gives an image,
+// where it is not the one asked for: podman files an image loaded from a
+// `docker save` archive under localhost/ and saves it so.
+func TestUnitNamedInArchive(t *testing.T) {
+	for _, c := range []struct {
+		ref      string
+		tags     []string
+		id       string
+		archived string
+	}{
+		{"kindtest/echo:dev", []string{"kindtest/echo:dev"}, "sha256:aa", ""},
+		{"kindtest/echo:dev", []string{"docker.io/kindtest/echo:dev"}, "sha256:aa", ""},
+		{"kindtest/echo:dev", []string{"localhost/kindtest/echo:dev"}, "sha256:aa", "localhost/kindtest/echo:dev"},
+		{"busybox", []string{"localhost/busybox:latest"}, "sha256:aa", "localhost/busybox:latest"},
+		// Its own name wins, whatever the order.
+		{"kindtest/echo:dev", []string{"localhost/kindtest/echo:dev", "docker.io/kindtest/echo:dev"}, "sha256:aa", ""},
+		{"kindtest/echo:dev", []string{"docker.io/kindtest/echo:dev", "localhost/kindtest/echo:dev"}, "sha256:aa", ""},
+		// Another image's name, or a reference with a registry, is not it.
+		{"kindtest/echo:dev", []string{"kindtest/echo:old", "localhost/other/echo:dev"}, "", ""},
+		{"registry.example.com/x:1", []string{"localhost/registry.example.com/x:1"}, "", ""},
+		{"sha256:0123", []string{"kindtest/echo:dev"}, "", ""},
+	} {
+		got := namedInArchive(c.ref, "sha256:aa", c.tags)
+		if got.ref != c.ref || got.id != c.id || got.archived != c.archived {
+			t.Errorf("namedInArchive(%q, %q) = id %q archived %q, want id %q archived %q", c.ref, c.tags, got.id, got.archived, c.id, c.archived)
+		}
+	}
+	cmd := importCommand("linux/amd64", []archiveImage{namedInArchive("kindtest/echo:dev", "sha256:aa", []string{"localhost/kindtest/echo:dev"})})
+	if want := []string{"localhost/kindtest/echo:dev", "docker.io/kindtest/echo:dev", imageIDLabel + "=sha256:aa"}; !slices.Equal(cmd[len(cmd)-3:], want) {
+		t.Errorf("import command ends %q, want %q", cmd[len(cmd)-3:], want)
+	}
+}
+
 func TestUnitImageFilter(t *testing.T) {
 	got := imageFilter("docker.io/kindtest/echo:dev", "sha256:bb")
 	want := `name=="docker.io/kindtest/echo:dev",labels."dev.kindtest.image-id"=="sha256:bb"`
@@ -248,7 +281,7 @@ func TestUnitScanArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []archiveImage{{"kindtest/echo:dev", "sha256:" + id}, {"kindtest/echo:v2", "sha256:" + id}, {"", "sha256:" + id}}
+		want := []archiveImage{{ref: "kindtest/echo:dev", id: "sha256:" + id}, {ref: "kindtest/echo:v2", id: "sha256:" + id}, {id: "sha256:" + id}}
 		if len(imgs) != len(want) {
 			t.Fatalf("gzip %v: %v, want %v", gz, imgs, want)
 		}
@@ -278,9 +311,9 @@ func TestUnitScanArchive(t *testing.T) {
 }
 
 func TestUnitImportCommand(t *testing.T) {
-	cmd := importCommand("linux/amd64", []archiveImage{{"kindtest/echo:dev", "sha256:bb"}, {"", "sha256:cc"}, {"x@sha256:dd", "sha256:dd"}})
-	// Only named images are labelled.
-	if want := []string{"linux/amd64", "docker.io/kindtest/echo:dev", "dev.kindtest.image-id=sha256:bb"}; !slices.Equal(cmd[4:], want) {
+	cmd := importCommand("linux/amd64", []archiveImage{{ref: "kindtest/echo:dev", id: "sha256:bb"}, {id: "sha256:cc"}, {ref: "x@sha256:dd", id: "sha256:dd"}})
+	// Only named images are labelled; the empty argument: the archive names it so.
+	if want := []string{"linux/amd64", "", "docker.io/kindtest/echo:dev", "dev.kindtest.image-id=sha256:bb"}; !slices.Equal(cmd[4:], want) {
 		t.Errorf("import arguments %q, want %q", cmd[4:], want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,10 +48,16 @@ func TestLoadImagePlatforms(t *testing.T) {
 		{"single", []string{runtime.GOARCH}, false},
 		{"multi-platform", []string{runtime.GOARCH, other}, false},
 		{"multi-platform-partial", []string{runtime.GOARCH, other}, true},
+		// What `docker save` of Docker 20.10 writes: manifest.json alone.
+		// podman files the image it loads from one under localhost/.
+		{"docker-archive", []string{runtime.GOARCH}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := fmt.Sprintf("kindtest/platforms-%s:%x", tc.name, suffix)
 			archive := ociArchive(t, ref, hello, tc.platforms, tc.missing)
+			if tc.name == "docker-archive" {
+				archive = withoutOCILayout(t, archive)
+			}
 			if _, err := dc.LoadImages(ctx, bytes.NewReader(archive)); err != nil {
 				t.Fatalf("docker load: %v", err)
 			}
@@ -66,6 +73,37 @@ func TestLoadImagePlatforms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutOCILayout is archive without its OCI layout files (oci-layout,
+// index.json): a Docker archive, named by its manifest.json alone.
+func withoutOCILayout(t *testing.T, archive []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	tr := tar.NewReader(bytes.NewReader(archive))
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Name == "oci-layout" || h.Name == "index.json" {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
 }
 
 // buildHello compiles a static program that prints its platform.

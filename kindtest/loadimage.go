@@ -60,15 +60,7 @@ func (c *Cluster) LoadImageOn(ctx context.Context, nodes []*Node, refs ...string
 		if err != nil {
 			return fmt.Errorf("load image %s: not in the host engine (build or pull it first): %w", ref, err)
 		}
-		// Only an image imported under this name can be found again by it
-		// (not one named by ID, say).
-		named := archiveImage{ref: ref}
-		for _, tag := range img.Tags {
-			if r := containerdRef(ref); r != "" && containerdRef(tag) == r {
-				named.id = img.ID
-			}
-		}
-		imgs = append(imgs, named)
+		imgs = append(imgs, namedInArchive(ref, img.ID, img.Tags))
 	}
 	return c.load(ctx, targets, strings.Join(refs, ", "), imgs, func(missing []archiveImage) (io.ReadCloser, error) {
 		names := make([]string, len(missing))
@@ -134,6 +126,45 @@ func (c *Cluster) nodeNames() string {
 // (config digest) when known.
 type archiveImage struct {
 	ref, id string
+	// archived is the containerd name the engine's archive gives the
+	// image where it is not ref's own, "" where it is: podman files an
+	// image loaded from a `docker save` archive under "localhost/"
+	// (localhost/kindtest/echo:dev), answers to kindtest/echo:dev, and
+	// saves it under its own name, which a pod's kindtest/echo:dev
+	// (docker.io/kindtest/echo:dev) does not find.
+	archived string
+}
+
+// namedInArchive is image id, asked for as ref, whose names in the engine
+// are tags, as the engine's archive of it names it. Only an image
+// imported under a name can be found again by it (not one named by ID,
+// say): without a name it has no id.
+func namedInArchive(ref, id string, tags []string) archiveImage {
+	named := archiveImage{ref: ref}
+	want := containerdRef(ref)
+	if want == "" {
+		return named
+	}
+	local := podmanLocalRef(ref)
+	for _, tag := range tags {
+		switch r := containerdRef(tag); {
+		case r == want:
+			named.id, named.archived = id, ""
+		case r == local && named.id == "":
+			named.id, named.archived = id, r
+		}
+	}
+	return named
+}
+
+// podmanLocalRef is the containerd name of the image podman files under
+// "localhost/" when an archive names it ref, a reference without a
+// registry; "" for a reference with one.
+func podmanLocalRef(ref string) string {
+	if containerdRef(ref) == "" || docker.RegistryHost(ref) != "" {
+		return ""
+	}
+	return containerdRef("localhost/" + ref)
 }
 
 // load streams an image archive to the nodes that miss one of imgs (to
@@ -231,12 +262,13 @@ func names(nodes []*Node) string {
 }
 
 // importCommand imports the archive on stdin into the node's containerd
-// (only the node's platform), then labels each image whose ID is known.
+// (only the node's platform), then names each image whose ID is known as
+// it was asked for, where the archive named it otherwise, and labels it.
 func importCommand(platform string, imgs []archiveImage) []string {
 	var labels []bootstrap.ImageLabel
 	for _, m := range imgs {
 		if ref := containerdRef(m.ref); ref != "" && m.id != "" {
-			labels = append(labels, bootstrap.ImageLabel{Ref: ref, Label: imageIDLabel + "=" + m.id})
+			labels = append(labels, bootstrap.ImageLabel{From: m.archived, Ref: ref, Label: imageIDLabel + "=" + m.id})
 		}
 	}
 	return bootstrap.ImportImagesCommand(platform, labels)

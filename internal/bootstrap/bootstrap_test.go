@@ -288,7 +288,8 @@ func TestCommands(t *testing.T) {
 	} else {
 		check(cmd, "wait-job.sh", "/a.conf", "job/x", "default", "30s")
 	}
-	check(ImportImagesCommand("linux/amd64", []ImageLabel{{"docker.io/library/a:1", "k=sha256:aa"}}), "import-images.sh", "linux/amd64", "docker.io/library/a:1", "k=sha256:aa")
+	check(ImportImagesCommand("linux/amd64", []ImageLabel{{"", "docker.io/library/a:1", "k=sha256:aa"}, {"localhost/b:2", "docker.io/library/b:2", "k=sha256:bb"}}),
+		"import-images.sh", "linux/amd64", "", "docker.io/library/a:1", "k=sha256:aa", "localhost/b:2", "docker.io/library/b:2", "k=sha256:bb")
 	hosts := []RegistryHosts{{Name: "localhost:5001", Server: "http://c-registry:5000"}, {Name: "docker.io", Mirrors: []string{"http://m1:5000", "https://m2/v2"}}}
 	check(RegistryHostsCommand("/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/", hosts), "registry-hosts.sh", "/etc/containerd/certs.d", "c-registry", "http://c-registry:5000/v2/",
 		"localhost:5001", hosts[0].TOML(), "docker.io", hosts[1].TOML())

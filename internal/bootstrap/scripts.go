@@ -282,6 +282,10 @@ func WaitJobCommand(kubeconfig, object, namespace, timeout string) []string {
 
 // ImageLabel is a label put on an image in a node's containerd.
 type ImageLabel struct {
+	// From is the containerd name the archive gives the image where it
+	// is not Ref (podman's localhost/x:1), "" where it is: the image is
+	// named Ref as well before it is labelled.
+	From string
 	// Ref is the image's containerd name (docker.io/library/x:1).
 	Ref string
 	// Label is key=value.
@@ -289,12 +293,13 @@ type ImageLabel struct {
 }
 
 // ImportImagesCommand imports the image archive on its stdin into the
-// node's containerd, only platform's content, then puts labels on the
-// images; an image that cannot be labelled is imported again next time.
+// node's containerd, only platform's content, then names the images the
+// archive named otherwise and puts labels on them; an image that cannot
+// be labelled is imported again next time.
 func ImportImagesCommand(platform string, labels []ImageLabel) []string {
 	args := []string{platform}
 	for _, l := range labels {
-		args = append(args, l.Ref, l.Label)
+		args = append(args, l.From, l.Ref, l.Label)
 	}
 	return command("import-images.sh", args...)
 }
