@@ -54,9 +54,9 @@ const finishedMarker = "v2guest: finished"
 // SUITE_ECHO_IMAGE, RUN_PRIVATE, RUN_HOST (test patterns; empty skips
 // that run), ROOTLESS (a comma-separated list of docker and podman: also
 // set up each rootless engine for a user and run RUN_ROOTLESS there,
-// after checking that an undelegated engine is refused), TEST_TIMEOUT and
-// CREATE_TIMEOUT. Results go to files in
-// the share.
+// after checking that an undelegated engine is refused, then the
+// kindtest package's TestKilledProcessLeavesNothing from kindtest.test),
+// TEST_TIMEOUT and CREATE_TIMEOUT. Results go to files in the share.
 const guestScript = `#!/bin/bash
 set -uo pipefail
 share=/mnt/share
@@ -92,24 +92,32 @@ progress() {
 # run_suite NAME PATTERN [ENV...] runs the suite's tests matching PATTERN,
 # as root, or as the rootless user when ENV holds its DOCKER_HOST.
 run_suite() {
-  local name=$1 pattern=$2 began rc watcher
+  local name=$1 pattern=$2
   shift 2
+  run_tests "$name" v2suite.test "$pattern" "$@"
+}
+
+# run_tests NAME BINARY PATTERN [ENV...] runs the tests of the test binary
+# BINARY, in the share, that match PATTERN, as run_suite does.
+run_tests() {
+  local name=$1 binary=$2 pattern=$3 began rc watcher
+  shift 3
   local as=(env)
   case " $* " in *" DOCKER_HOST="*) as=(as_user) ;; esac
   began=$(date +%s)
-  say "suite ($name): go test -run '$pattern'"
+  say "tests ($name): $binary -test.run '$pattern'"
   mkdir -p "$share/artifacts-$name"
   chmod 777 "$share/artifacts-$name"
   progress "$@" &
   watcher=$!
   (cd /tmp && "${as[@]}" CI=true KINDTEST_IMAGE="$IMAGE" ARTIFACTS="$share/artifacts-$name" KINDTEST_V2_CREATE_TIMEOUT="$CREATE_TIMEOUT" "$@" \
-    "$share/v2suite.test" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" -test.run "$pattern") 2>&1 |
+    "$share/$binary" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" -test.run "$pattern") 2>&1 |
     tee "$share/test-$name.log"
   rc=${PIPESTATUS[0]}
   kill "$watcher" 2>/dev/null
   echo "$rc" >"$share/test-$name.rc"
   timing "suite-$name" $(($(date +%s) - began))
-  say "suite ($name) exit code $rc"
+  say "tests ($name) exit code $rc"
 }
 
 # engine_facts NAME [ENV...] records docker info and its cgroup lines.
@@ -234,34 +242,6 @@ wait_rootless() {
   return 1
 }
 
-# rootless_docker runs the rootless Docker phases: a user whose manager is
-# given only memory and pids must be refused up front; with every
-# controller delegated, the suite runs on the user's engine. The engine is
-# stopped afterwards, leaving the guest's CPUs to the next one.
-rootless_docker() {
-  local began rl=(DOCKER_HOST="unix:///run/user/$RL_UID/docker.sock" KINDTEST_V2_ROOTLESS=1)
-  began=$(date +%s)
-  say "rootless docker: setting up user $RL_USER"
-  rootless_docker_setup || return 1
-  delegate "memory pids"
-  wait_rootless docker "${rl[@]}" || return 1
-  say "rootless engine's controllers: $(cat "$RL_CGROUP/app.slice/docker.service/cgroup.controllers" 2>&1)"
-  timing rootless-setup $(($(date +%s) - began))
-  began=$(date +%s)
-  docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
-  timing rootless-load $(($(date +%s) - began))
-  engine_facts undelegated "${rl[@]}"
-  run_suite undelegated 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
-  began=$(date +%s)
-  delegate "cpu cpuset io memory pids"
-  wait_rootless docker "${rl[@]}" || return 1
-  timing rootless-redelegate $(($(date +%s) - began))
-  engine_facts rootless "${rl[@]}"
-  run_suite rootless "$RUN_ROOTLESS" "${rl[@]}"
-  leftovers leftovers-rootless.txt "${rl[@]}"
-  as_user systemctl --user disable --now docker.service
-}
-
 # rootless_podman_setup names netavark as podman's network backend (for
 # every user: bookworm's podman 4.3 picks CNI wherever containers-common
 # installed a CNI configuration, and the guest has no CNI plugins), makes
@@ -278,38 +258,50 @@ rootless_podman_setup() {
   as_user systemctl --user enable --now podman.socket || return 1
 }
 
-# podman_controllers prints what the user's podman service was given:
-# socket-activated, it exits 5 s after its last request, and then has
-# no cgroup to read.
-podman_controllers() {
-  cat "$RL_CGROUP/app.slice/podman.service/cgroup.controllers" 2>&1
+# engine_controllers ENGINE prints what the user's engine service was
+# given. podman's, socket-activated, exits 5 s after its last request,
+# and then has no cgroup to read.
+engine_controllers() {
+  cat "$RL_CGROUP/app.slice/$1.service/cgroup.controllers" 2>&1
 }
 
-# rootless_podman runs the same phases on the user's podman, through its
-# Docker-compatible socket.
-rootless_podman() {
-  local began rl=(DOCKER_HOST="unix:///run/user/$RL_UID/podman/podman.sock" KINDTEST_V2_ROOTLESS=1)
+# rootless ENGINE runs a rootless engine's phases (ENGINE: docker or
+# podman, reached through its Docker-compatible socket): a user whose
+# manager is given only memory and pids must be refused up front; with
+# every controller delegated, RUN_ROOTLESS runs on the user's engine, and
+# then a test process killed with SIGKILL while it creates a cluster must
+# leave nothing there within 30 s. The engine is stopped afterwards,
+# leaving the guest's CPUs to the next one.
+rootless() {
+  local engine=$1 began sock units rl
+  case $engine in
+  docker) sock=docker.sock units=(docker.service) ;;
+  podman) sock=podman/podman.sock units=(podman.socket podman.service) ;;
+  esac
+  rl=(DOCKER_HOST="unix:///run/user/$RL_UID/$sock" KINDTEST_V2_ROOTLESS=1)
   began=$(date +%s)
-  say "rootless podman: setting up user $RL_USER"
-  rootless_podman_setup || return 1
+  say "rootless $engine: setting up user $RL_USER"
+  "rootless_${engine}_setup" || return 1
   delegate "memory pids"
-  wait_rootless podman "${rl[@]}" || return 1
-  say "rootless podman's controllers: $(podman_controllers)"
-  timing podman-setup $(($(date +%s) - began))
+  wait_rootless "$engine" "${rl[@]}" || return 1
+  say "rootless $engine's controllers: $(engine_controllers "$engine")"
+  timing "$engine-setup" $(($(date +%s) - began))
   began=$(date +%s)
   docker save "$IMAGE" "$REAPER_IMAGE" "$SUITE_ECHO_IMAGE" | env "${rl[@]}" docker load || return 1
-  timing podman-load $(($(date +%s) - began))
-  engine_facts podman-undelegated "${rl[@]}"
-  say "rootless podman's controllers: $(podman_controllers)"
-  run_suite podman-undelegated 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
+  timing "$engine-load" $(($(date +%s) - began))
+  engine_facts "$engine-undelegated" "${rl[@]}"
+  run_suite "$engine-undelegated" 'TestRootlessWithoutDelegation' "${rl[@]}" KINDTEST_V2_UNDELEGATED=1
   began=$(date +%s)
   delegate "cpu cpuset io memory pids"
-  wait_rootless podman "${rl[@]}" || return 1
-  say "rootless podman's controllers: $(podman_controllers)"
-  timing podman-redelegate $(($(date +%s) - began))
-  engine_facts podman "${rl[@]}"
-  run_suite podman "$RUN_ROOTLESS" "${rl[@]}"
-  leftovers leftovers-podman.txt "${rl[@]}"
+  wait_rootless "$engine" "${rl[@]}" || return 1
+  say "rootless $engine's controllers: $(engine_controllers "$engine")"
+  timing "$engine-redelegate" $(($(date +%s) - began))
+  engine_facts "$engine" "${rl[@]}"
+  run_suite "$engine" "$RUN_ROOTLESS" "${rl[@]}"
+  engine_facts "$engine-killed" "${rl[@]}"
+  run_tests "$engine-killed" kindtest.test '^TestKilledProcessLeavesNothing$' "${rl[@]}"
+  leftovers "leftovers-$engine.txt" "${rl[@]}"
+  as_user systemctl --user disable --now "${units[@]}"
 }
 
 wait_docker || exit 1
@@ -350,8 +342,8 @@ test)
     run_suite host "$RUN_HOST"
   fi
   leftovers leftovers.txt
-  case ",$ROOTLESS," in *,docker,*) rootless_docker ;; esac
-  case ",$ROOTLESS," in *,podman,*) rootless_podman ;; esac
+  case ",$ROOTLESS," in *,docker,*) rootless docker ;; esac
+  case ",$ROOTLESS," in *,podman,*) rootless podman ;; esac
   touch "$share/tested.ok"
   ;;
 *)

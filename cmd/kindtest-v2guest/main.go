@@ -15,7 +15,8 @@
 //     runs it again with dockerd's default cgroup namespace mode set to
 //     host, and lists what the engine still holds; with -rootless, does
 //     the same on rootless Docker and rootless podman run by a user of
-//     the guest;
+//     the guest, and there also kills a test process of the kindtest
+//     package mid-create (TestKilledProcessLeavesNothing);
 //  4. reports pass or fail with per-phase timings.
 //
 // With -arch arm64 the guest is an arm64 machine, emulated under TCG on
@@ -226,7 +227,6 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 
-	var suite string
 	work, err := os.MkdirTemp(o.cache, "run-")
 	if err != nil {
 		return err
@@ -239,9 +239,17 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 			logf(out, "run directory kept: %s (console.log, share/)", work)
 		}
 	}()
-	if err := tm.phase(out, "compile suite", func() error {
-		suite = filepath.Join(work, "v2suite.test")
-		return compileSuite(ctx, suite, o.arch)
+	share := filepath.Join(work, "share")
+	if err := tm.phase(out, "compile tests", func() error {
+		if err := os.MkdirAll(share, 0o755); err != nil {
+			return err
+		}
+		for name, pkg := range guestBinaries(o) {
+			if err := compileTests(ctx, filepath.Join(share, name), pkg, o.arch); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
@@ -262,7 +270,7 @@ func runAll(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 
-	res, err := testRun(ctx, o, base, prepared, suite, work, &tm, out)
+	res, err := testRun(ctx, o, base, prepared, work, &tm, out)
 	if err != nil {
 		return err
 	}
@@ -296,14 +304,25 @@ func rootlessEngines(flag string) ([]string, error) {
 	return engines, nil
 }
 
-// compileSuite builds the cgroup v2 suite as a static test binary for the
-// guest's architecture, from the checkout this tool belongs to.
-func compileSuite(ctx context.Context, out string, a guestArch) error {
-	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, "./kindtest/testdata/v2guest")
+// guestBinaries are the test binaries a run puts in the share (name:
+// package): the cgroup v2 suite, and with rootless engines the kindtest
+// package's tests, for TestKilledProcessLeavesNothing.
+func guestBinaries(o options) map[string]string {
+	bins := map[string]string{"v2suite.test": "./kindtest/testdata/v2guest"}
+	if len(o.engines) > 0 {
+		bins["kindtest.test"] = "./kindtest"
+	}
+	return bins
+}
+
+// compileTests builds pkg's tests as a static test binary for the guest's
+// architecture, from the checkout this tool belongs to.
+func compileTests(ctx context.Context, out, pkg string, a guestArch) error {
+	cmd := exec.CommandContext(ctx, "go", "test", "-c", "-o", out, pkg)
 	cmd.Dir = filepath.Join(fixture.Dir(), "..")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+a.Name)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("compile the suite in %s: %w\n%s", cmd.Dir, err, b)
+		return fmt.Errorf("compile the tests of %s in %s: %w\n%s", pkg, cmd.Dir, err, b)
 	}
 	return nil
 }

@@ -299,15 +299,16 @@ func TestResults(t *testing.T) {
 
 	// The rootless runs: their verdicts and the rootless engine's leftovers count.
 	rl := wantedRuns(options{engines: []string{"docker"}})
-	if len(rl) != 2 || rl[0] != runUndelegated || rl[1] != runRootless {
-		t.Fatalf("-run '' -run-host-cgroupns '' -rootless docker: runs %v", rl)
+	if names := runNames(rl); names != "docker-undelegated docker docker-killed" {
+		t.Fatalf("-run '' -run-host-cgroupns '' -rootless docker: runs %s", names)
 	}
 	rootless := map[string]string{
 		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "", "docker-cgroup-private.txt": " Cgroup Version: 2\n",
-		"docker-cgroup-rootless.txt": " Cgroup Version: 2\n rootless\n",
-		"test-undelegated.log":       "--- PASS: TestRootlessWithoutDelegation (0.10s)\n", "test-undelegated.rc": "0\n",
-		"test-rootless.log": "--- PASS: TestOneNode (60.00s)\n", "test-rootless.rc": "0\n",
-		"leftovers.txt": "", "leftovers-rootless.txt": "",
+		"docker-cgroup-docker.txt": " Cgroup Version: 2\n rootless\n",
+		"test-docker-undelegated.log": "--- PASS: TestRootlessWithoutDelegation (0.10s)\n", "test-docker-undelegated.rc": "0\n",
+		"test-docker.log": "--- PASS: TestOneNode (60.00s)\n", "test-docker.rc": "0\n",
+		"test-docker-killed.log": "--- PASS: TestKilledProcessLeavesNothing (20.00s)\n", "test-docker-killed.rc": "0\n",
+		"leftovers.txt": "", "leftovers-docker.txt": "",
 	}
 	r = readResults(writeFiles(t, rootless), rl)
 	if err := r.verdict(); err != nil {
@@ -315,15 +316,19 @@ func TestResults(t *testing.T) {
 	}
 	rep = r.report()
 	for _, want := range []string{"suite (rootless Docker, only memory and pids delegated: refused up front): PASS", "--- PASS: TestRootlessWithoutDelegation",
-		"suite (rootless Docker, cpu cpuset io memory pids delegated): PASS", "left in the guest's rootless engine after the tests: nothing"} {
+		"suite (rootless Docker, cpu cpuset io memory pids delegated): PASS",
+		"suite (rootless Docker, a test process killed with SIGKILL mid-create: nothing left within 30 s): PASS", "--- PASS: TestKilledProcessLeavesNothing",
+		"left in the guest's rootless Docker after the tests: nothing"} {
 		if !strings.Contains(rep, want) {
 			t.Errorf("report lacks %q:\n%s", want, rep)
 		}
 	}
-	rootless["leftovers-rootless.txt"] = "volume c-control-plane-var\n"
-	rootless["test-rootless.rc"] = "1\n"
+	rootless["leftovers-docker.txt"] = "volume c-control-plane-var\n"
+	rootless["test-docker.rc"] = "1\n"
+	rootless["test-docker-killed.rc"] = "1\n"
 	err = readResults(writeFiles(t, rootless), rl).verdict()
-	for _, want := range []string{"rootless Docker, cpu cpuset io memory pids delegated): exit code 1", "rootless engine still holds objects"} {
+	for _, want := range []string{"rootless Docker, cpu cpuset io memory pids delegated): exit code 1",
+		"killed with SIGKILL mid-create: nothing left within 30 s): exit code 1", "rootless Docker still holds objects"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("verdict %v lacks %q", err, want)
 		}
@@ -332,20 +337,21 @@ func TestResults(t *testing.T) {
 	// Rootless podman's runs, alone and after Docker's, with leftovers of
 	// their own.
 	pm := wantedRuns(options{engines: []string{"podman"}})
-	if len(pm) != 2 || pm[0] != runPodmanUndelegated || pm[1] != runPodman {
-		t.Fatalf("-rootless podman: runs %v", pm)
+	if names := runNames(pm); names != "podman-undelegated podman podman-killed" {
+		t.Fatalf("-rootless podman: runs %s", names)
 	}
-	if both := wantedRuns(options{runPrivate: ".", engines: []string{"docker", "podman"}}); len(both) != 5 || both[0] != runPrivate || both[2] != runRootless || both[4] != runPodman {
-		t.Fatalf("-rootless docker,podman: runs %v", both)
+	if names := runNames(wantedRuns(options{runPrivate: ".", engines: []string{"docker", "podman"}})); names != "private docker-undelegated docker docker-killed podman-undelegated podman podman-killed" {
+		t.Fatalf("-rootless docker,podman: runs %s", names)
 	}
 	podman := map[string]string{
 		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "", "docker-cgroup-private.txt": " Cgroup Version: 2\n",
 		"docker-cgroup-podman.txt":    " Cgroup Version: 2\n rootless\n",
 		"test-podman-undelegated.log": "--- PASS: TestRootlessWithoutDelegation (0.30s)\n", "test-podman-undelegated.rc": "0\n",
 		"test-podman.log": "--- PASS: TestNodeOnly (50.00s)\n", "test-podman.rc": "0\n",
+		"test-podman-killed.log": "--- PASS: TestKilledProcessLeavesNothing (20.00s)\n", "test-podman-killed.rc": "0\n",
 		"leftovers.txt": "", "leftovers-podman.txt": "",
 		// Docker's, from a run that did not ask for it, do not count.
-		"leftovers-rootless.txt": "volume x\n",
+		"leftovers-docker.txt": "volume x\n",
 	}
 	r = readResults(writeFiles(t, podman), pm)
 	if err := r.verdict(); err != nil {
@@ -363,13 +369,22 @@ func TestResults(t *testing.T) {
 		t.Errorf("report shows rootless Docker's leftovers of a podman-only run:\n%s", rep)
 	}
 	podman["leftovers-podman.txt"] = "container kt-a-control-plane kindtest/node:v1.37.2 Exited\n"
-	delete(podman, "test-podman.rc")
+	delete(podman, "test-podman-killed.rc")
 	err = readResults(writeFiles(t, podman), pm).verdict()
-	for _, want := range []string{"rootless podman, cpu cpuset io memory pids delegated): exit code -1", "the guest's rootless podman still holds objects"} {
+	for _, want := range []string{"nothing left within 30 s): exit code -1", "the guest's rootless podman still holds objects"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("verdict %v lacks %q", err, want)
 		}
 	}
+}
+
+// runNames are the runs' names, space-separated.
+func runNames(runs []suiteRun) string {
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.name)
+	}
+	return strings.Join(names, " ")
 }
 
 func TestRootlessEngines(t *testing.T) {
@@ -397,12 +412,32 @@ func TestRootlessEngines(t *testing.T) {
 		}
 	}
 	// The guest runs each engine the list names, and only those.
-	for _, want := range []string{`*,docker,*) rootless_docker`, `*,podman,*) rootless_podman`,
-		`DOCKER_HOST="unix:///run/user/$RL_UID/podman/podman.sock"`, "systemctl --user enable --now podman.socket",
+	for _, want := range []string{`*,docker,*) rootless docker`, `*,podman,*) rootless podman`,
+		`podman) sock=podman/podman.sock`, `DOCKER_HOST="unix:///run/user/$RL_UID/$sock"`, "systemctl --user enable --now podman.socket",
 		`network_backend = "netavark"`} {
 		if !strings.Contains(guestScript, want) {
 			t.Errorf("the guest script lacks %q", want)
 		}
+	}
+}
+
+// TestGuestBinaries: the kindtest package's tests go into the share only
+// for rootless runs, and the guest script runs each binary it is given.
+func TestGuestBinaries(t *testing.T) {
+	if bins := guestBinaries(options{}); len(bins) != 1 || bins["v2suite.test"] != "./kindtest/testdata/v2guest" {
+		t.Errorf("no rootless engine: binaries %v, want the suite alone", bins)
+	}
+	bins := guestBinaries(options{engines: []string{"podman"}})
+	if bins["kindtest.test"] != "./kindtest" || len(bins) != 2 {
+		t.Errorf("-rootless podman: binaries %v, want the suite and ./kindtest's tests", bins)
+	}
+	for name := range bins {
+		if !strings.Contains(guestScript, name) {
+			t.Errorf("the guest script never runs %s", name)
+		}
+	}
+	if !strings.Contains(guestScript, `kindtest.test '^TestKilledProcessLeavesNothing$'`) {
+		t.Error("the guest script does not kill a test process on the rootless engines")
 	}
 }
 

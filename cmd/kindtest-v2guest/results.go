@@ -17,16 +17,10 @@ import (
 	"github.com/kindtest/kindtest/kindtest"
 )
 
-// testRun boots a throwaway layer over the prepared disk with the suite in
-// the share and collects what the guest wrote there.
-func testRun(ctx context.Context, o options, base baseDisk, prepared, suite, work string, tm *timings, out io.Writer) (results, error) {
+// testRun boots a throwaway layer over the prepared disk with the test
+// binaries in work's share and collects what the guest wrote there.
+func testRun(ctx context.Context, o options, base baseDisk, prepared, work string, tm *timings, out io.Writer) (results, error) {
 	share := filepath.Join(work, "share")
-	if err := os.MkdirAll(share, 0o755); err != nil {
-		return results{}, err
-	}
-	if err := os.Rename(suite, filepath.Join(share, "v2suite.test")); err != nil {
-		return results{}, err
-	}
 	if err := writeShare(share, testEnv(o)); err != nil {
 		return results{}, err
 	}
@@ -64,8 +58,8 @@ func testEnv(o options) map[string]string {
 	}
 }
 
-// suiteRun is one run of the suite in the guest: its files in the share
-// are docker-cgroup-NAME.txt, test-NAME.log and test-NAME.rc. A rootless
+// suiteRun is one run of tests in the guest: its files in the share are
+// docker-cgroup-NAME.txt, test-NAME.log and test-NAME.rc. A rootless
 // engine's last run also has the engine's leftovers, in leftovers.
 type suiteRun struct {
 	name, title string
@@ -74,20 +68,25 @@ type suiteRun struct {
 }
 
 var (
-	runPrivate     = suiteRun{name: "private", title: "engine as installed"}
-	runHost        = suiteRun{name: "host", title: "dockerd --default-cgroupns-mode=host"}
-	runUndelegated = suiteRun{name: "undelegated", title: "rootless Docker, only memory and pids delegated: refused up front"}
-	runRootless    = suiteRun{name: "rootless", title: "rootless Docker, cpu cpuset io memory pids delegated",
-		leftovers: "leftovers-rootless.txt", engine: "the guest's rootless engine"}
-	runPodmanUndelegated = suiteRun{name: "podman-undelegated", title: "rootless podman, only memory and pids delegated: refused up front"}
-	runPodman            = suiteRun{name: "podman", title: "rootless podman, cpu cpuset io memory pids delegated",
-		leftovers: "leftovers-podman.txt", engine: "the guest's rootless podman"}
+	runPrivate = suiteRun{name: "private", title: "engine as installed"}
+	runHost    = suiteRun{name: "host", title: "dockerd --default-cgroupns-mode=host"}
 )
 
-// rootlessRuns are each rootless engine's runs, in the guest's order.
-var rootlessRuns = map[string][]suiteRun{
-	"docker": {runUndelegated, runRootless},
-	"podman": {runPodmanUndelegated, runPodman},
+// engineTitles are the rootless engines' names in reports.
+var engineTitles = map[string]string{"docker": "rootless Docker", "podman": "rootless podman"}
+
+// rootlessRuns are the rootless engine's runs, in the guest's order: the
+// refusal without delegation, the suite, and a test process killed
+// mid-create (the kindtest package's TestKilledProcessLeavesNothing),
+// after which the engine's leftovers are listed.
+func rootlessRuns(engine string) []suiteRun {
+	title := engineTitles[engine]
+	return []suiteRun{
+		{name: engine + "-undelegated", title: title + ", only memory and pids delegated: refused up front"},
+		{name: engine, title: title + ", cpu cpuset io memory pids delegated"},
+		{name: engine + "-killed", title: title + ", a test process killed with SIGKILL mid-create: nothing left within 30 s",
+			leftovers: "leftovers-" + engine + ".txt", engine: "the guest's " + title},
+	}
 }
 
 // wantedRuns are the suite runs o asks for, in the order the guest runs
@@ -101,7 +100,7 @@ func wantedRuns(o options) []suiteRun {
 		runs = append(runs, runHost)
 	}
 	for _, e := range o.engines {
-		runs = append(runs, rootlessRuns[e]...)
+		runs = append(runs, rootlessRuns(e)...)
 	}
 	return runs
 }
