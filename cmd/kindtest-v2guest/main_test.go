@@ -304,7 +304,7 @@ func TestResults(t *testing.T) {
 	}
 	rootless := map[string]string{
 		"kernel.txt": "6.1.0-44-amd64\n", "tested.ok": "", "docker-cgroup-private.txt": " Cgroup Version: 2\n",
-		"docker-cgroup-docker.txt": " Cgroup Version: 2\n rootless\n",
+		"docker-cgroup-docker.txt":    " Cgroup Version: 2\n rootless\n",
 		"test-docker-undelegated.log": "--- PASS: TestRootlessWithoutDelegation (0.10s)\n", "test-docker-undelegated.rc": "0\n",
 		"test-docker.log": "--- PASS: TestOneNode (60.00s)\n", "test-docker.rc": "0\n",
 		"test-docker-killed.log": "--- PASS: TestKilledProcessLeavesNothing (20.00s)\n", "test-docker-killed.rc": "0\n",
