@@ -218,6 +218,7 @@ func (c *Client) SetImagePlatform(ctx context.Context, ref, platform string) err
 	if img.Platform == platform {
 		return nil
 	}
+	stale, staleP := img.ID, img.Platform
 	goos, arch, ok := strings.Cut(platform, "/")
 	arch, variant, _ := strings.Cut(arch, "/")
 	if !ok || goos == "" || arch == "" {
@@ -252,6 +253,13 @@ func (c *Client) SetImagePlatform(ctx context.Context, ref, platform string) err
 	}
 	if img.Platform != platform {
 		return fmt.Errorf("set platform of %s: the engine still reports %s after loading it for %s", ref, img.Platform, platform)
+	}
+	// The load moved ref to the relabelled image; the engine's own copy,
+	// now without a name, would stay behind as a dangling image.
+	if img.ID != stale {
+		if err := c.RemoveImage(ctx, stale); err != nil {
+			return fmt.Errorf("set platform of %s: the engine's %s copy: %w", ref, staleP, err)
+		}
 	}
 	return nil
 }

@@ -134,7 +134,8 @@ func TestForeignPlatformImage(t *testing.T) {
 	})
 
 	rootfs := tarOf(t, [2]string{"etc/hostname", "kindtest\n"})
-	if err := dc.ImportImageFor(ctx, bytes.NewReader(rootfs), base, foreign, []string{`CMD ["/bin/true"]`}); err != nil {
+	mark := map[string]string{"dev.kindtest.test": repo}
+	if err := dc.ImportImageFor(ctx, bytes.NewReader(rootfs), base, foreign, []string{`CMD ["/bin/true"]`, "LABEL dev.kindtest.test=" + repo}); err != nil {
 		t.Fatal(err)
 	}
 	img, err := dc.InspectImage(ctx, base)
@@ -143,6 +144,11 @@ func TestForeignPlatformImage(t *testing.T) {
 	}
 	if img.Platform != foreign {
 		t.Fatalf("imported %s is for %s, want %s", base, img.Platform, foreign)
+	}
+	// An engine that imports for its own platform gets the image relabelled;
+	// its first import must not stay behind as a dangling image.
+	if ids, err := dc.ListImageIDs(ctx, mark); err != nil || len(ids) != 1 || ids[0] != img.ID {
+		t.Errorf("images of the import: %v (%v), want only %s's %s", ids, err, base, img.ID)
 	}
 
 	buildContext := tarOf(t, [2]string{"Dockerfile", "FROM " + base + "\nCOPY file /file\n"}, [2]string{"file", "x"})

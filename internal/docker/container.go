@@ -372,8 +372,6 @@ func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (io.Rea
 	return rc, nil
 }
 
-// labelFilter turns labels into an engine filter; an empty value matches
-// any value of that key.
 // hasLabels says whether an object's labels hold every one of the
 // selector's: the key alone where the selector's value is empty. Lists
 // check it again on what the engine returned: podman 4.3's volume list
@@ -388,6 +386,8 @@ func hasLabels(have, want map[string]string) bool {
 	return true
 }
 
+// labelFilter turns labels into an engine filter; an empty value matches
+// any value of that key.
 func labelFilter(labels map[string]string) filters.Args {
 	args := filters.NewArgs()
 	for k, v := range labels {

@@ -21,3 +21,19 @@ func (c *Client) ListImageTags(ctx context.Context, repo string) ([]string, erro
 	}
 	return refs, nil
 }
+
+// ListImageIDs returns the IDs of every image, named or not, that carries
+// all the given labels.
+func (c *Client) ListImageIDs(ctx context.Context, labels map[string]string) ([]string, error) {
+	list, err := c.api.ImageList(ctx, image.ListOptions{All: true, Filters: labelFilter(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list images labelled %v: %w", labels, err)
+	}
+	var ids []string
+	for _, img := range list {
+		if hasLabels(img.Labels, labels) {
+			ids = append(ids, img.ID)
+		}
+	}
+	return ids, nil
+}
