@@ -93,11 +93,13 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 		{name: "kindtest", path: bin, mode: 0o755},
 	})
 	defer tarStream.Close()
-	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-		Tags:     []string{ref},
-		Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
-		Platform: p.String(),
-	}, nil); err != nil {
+	if err := replaceImage(ctx, cli, ref, cfg.logger, func() error {
+		return cli.BuildImage(ctx, tarStream, docker.BuildSpec{
+			Tags:     []string{ref},
+			Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
+			Platform: p.String(),
+		}, nil)
+	}); err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	cfg.logger.Printf("%s image %s built in %s", what, ref, time.Since(start).Round(time.Millisecond))

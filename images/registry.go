@@ -82,11 +82,13 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 		{name: "registry", path: bin, mode: 0o755},
 	})
 	defer tarStream.Close()
-	if err := cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-		Tags:     []string{ref},
-		Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
-		Platform: p.String(),
-	}, nil); err != nil {
+	if err := replaceImage(ctx, cli, ref, cfg.logger, func() error {
+		return cli.BuildImage(ctx, tarStream, docker.BuildSpec{
+			Tags:     []string{ref},
+			Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
+			Platform: p.String(),
+		}, nil)
+	}); err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}
 	cfg.logger.Printf("registry image %s built in %s", ref, time.Since(start).Round(time.Millisecond))
