@@ -167,13 +167,22 @@ func (b *builder) componentImages(ctx context.Context) error {
 }
 
 // buildImage builds a context made of files and tags the result ref; the
-// builder's output is kept for the error.
+// builder's output is kept for the error. The image ref named before, if
+// the build gives another, is removed (see replaceImage).
 func (b *builder) buildImage(ctx context.Context, files []tarFile, ref string, args map[string]string) error {
+	var oldID string
+	if img, err := b.cli.InspectImage(ctx, ref); err == nil {
+		oldID = img.ID
+	} else if !docker.IsNotFound(err) {
+		return err
+	}
 	tarStream := contextTar(files)
 	defer tarStream.Close()
-	var out tailBuffer
-	if err := b.cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile", BuildArgs: args, Platform: b.platform.String()}, &out); err != nil {
-		return fmt.Errorf("%w\n%s", err, out.String())
-	}
-	return nil
+	return replaceImage(ctx, b.cli, ref, oldID, b.cfg.logger, func() error {
+		var out tailBuffer
+		if err := b.cli.BuildImage(ctx, tarStream, docker.BuildSpec{Tags: []string{ref}, Dockerfile: "Dockerfile", BuildArgs: args, Platform: b.platform.String()}, &out); err != nil {
+			return fmt.Errorf("%w\n%s", err, out.String())
+		}
+		return nil
+	})
 }

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/imageref"
-	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // ReaperImage is the reference BuildReaper tags the reaper image with; the
@@ -79,28 +78,18 @@ func buildKindtestImage(ctx context.Context, what, ref string, entrypoint []stri
 	if err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
-	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum && img.Platform == p.String() {
-		cfg.logger.Printf("%s image %s is up to date (%s)", what, ref, time.Since(start).Round(time.Millisecond))
-		return nil
-	}
 	ep, err := json.Marshal(entrypoint)
 	if err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
 	}
 	dockerfile := "FROM scratch\nCOPY kindtest /kindtest\nENTRYPOINT " + string(ep) + "\n"
-	tarStream := contextTar([]tarFile{
-		{name: "Dockerfile", data: []byte(dockerfile), mode: 0o644},
-		{name: "kindtest", path: bin, mode: 0o755},
-	})
-	defer tarStream.Close()
-	if err := replaceImage(ctx, cli, ref, cfg.logger, func() error {
-		return cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-			Tags:     []string{ref},
-			Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
-			Platform: p.String(),
-		}, nil)
-	}); err != nil {
+	built, err := buildBinaryImage(ctx, cli, cfg.logger, ref, dockerfile, "kindtest", bin, sum, p)
+	if err != nil {
 		return fmt.Errorf("build %s image: %w", what, err)
+	}
+	if !built {
+		cfg.logger.Printf("%s image %s is up to date (%s)", what, ref, time.Since(start).Round(time.Millisecond))
+		return nil
 	}
 	cfg.logger.Printf("%s image %s built in %s", what, ref, time.Since(start).Round(time.Millisecond))
 	return nil

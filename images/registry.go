@@ -11,7 +11,6 @@ import (
 
 	"github.com/kindtest/kindtest/internal/docker"
 	"github.com/kindtest/kindtest/internal/imageref"
-	"github.com/kindtest/kindtest/internal/lifetime"
 )
 
 // RegistryImage is the reference BuildRegistry tags the registry image
@@ -72,24 +71,14 @@ func BuildRegistry(ctx context.Context, opts ...BuildOption) error {
 	if err != nil {
 		return fmt.Errorf("build registry image: %w", err)
 	}
-	if img, err := cli.InspectImage(ctx, ref); err == nil && img.Labels[lifetime.LabelImageBinaryHash] == sum && img.Platform == p.String() {
+	dockerfile := fmt.Sprintf("FROM scratch\nCOPY registry /registry\nEXPOSE %d\nENTRYPOINT [\"/registry\"]\n", RegistryPort)
+	built, err := buildBinaryImage(ctx, cli, cfg.logger, ref, dockerfile, "registry", bin, sum, p)
+	if err != nil {
+		return fmt.Errorf("build registry image: %w", err)
+	}
+	if !built {
 		cfg.logger.Printf("registry image %s is up to date (%s)", ref, time.Since(start).Round(time.Millisecond))
 		return nil
-	}
-	dockerfile := fmt.Sprintf("FROM scratch\nCOPY registry /registry\nEXPOSE %d\nENTRYPOINT [\"/registry\"]\n", RegistryPort)
-	tarStream := contextTar([]tarFile{
-		{name: "Dockerfile", data: []byte(dockerfile), mode: 0o644},
-		{name: "registry", path: bin, mode: 0o755},
-	})
-	defer tarStream.Close()
-	if err := replaceImage(ctx, cli, ref, cfg.logger, func() error {
-		return cli.BuildImage(ctx, tarStream, docker.BuildSpec{
-			Tags:     []string{ref},
-			Labels:   map[string]string{lifetime.LabelImageBinaryHash: sum},
-			Platform: p.String(),
-		}, nil)
-	}); err != nil {
-		return fmt.Errorf("build registry image: %w", err)
 	}
 	cfg.logger.Printf("registry image %s built in %s", ref, time.Since(start).Round(time.Millisecond))
 	return nil

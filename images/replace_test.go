@@ -26,7 +26,13 @@ func TestReplaceImage(t *testing.T) {
 	// build makes a one-file image under ref; content tells images apart.
 	build := func(content string) string {
 		t.Helper()
-		if err := replaceImage(ctx, cli, ref, testLogger{t}, func() error {
+		var oldID string
+		if img, err := cli.InspectImage(ctx, ref); err == nil {
+			oldID = img.ID
+		} else if !docker.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		if err := replaceImage(ctx, cli, ref, oldID, testLogger{t}, func() error {
 			tarStream := contextTar([]tarFile{
 				{name: "Dockerfile", data: []byte("FROM scratch\nCOPY file /file\n"), mode: 0o644},
 				{name: "file", data: []byte(content), mode: 0o644},
