@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -49,11 +50,29 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 		return err
 	}
 	out := b.binDir + string(filepath.Separator)
-	k8s := []string{"-trimpath", "-ldflags", KubernetesLDFlags(b.res.KubernetesVersion), "-o", out}
+	k8sDir := cmp.Or(derived["kubernetes"], moduleDir("kubernetes"))
+	k8sFlags := []string{"-trimpath", "-ldflags", KubernetesLDFlags(b.res.KubernetesVersion)}
+	if !b.cfg.stock {
+		tmp, err := os.MkdirTemp("", "kindtest-kubernetes-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		modfile, applied, err := patchKubernetes(ctx, b.cfg.logger, k8sDir, b.cfg.cacheDir, tmp, timingPatches)
+		if err != nil {
+			return err
+		}
+		if modfile != "" {
+			k8sFlags = append(k8sFlags, "-modfile", modfile)
+		}
+		b.patches = applied
+		b.cfg.logger.Printf("  Kubernetes timing patches: %s", patchNames(applied))
+	}
+	k8s := append(slices.Clone(k8sFlags), "-o", out)
 	for _, name := range kubernetesCommands {
 		k8s = append(k8s, kubernetesModule+"/cmd/"+name)
 	}
-	if err := goBuild(ctx, b.cfg.logger, strings.Join(kubernetesCommands, ", "), cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), b.platform.goEnv(), k8s...); err != nil {
+	if err := goBuild(ctx, b.cfg.logger, strings.Join(kubernetesCommands, ", "), k8sDir, b.platform.goEnv(), k8s...); err != nil {
 		return err
 	}
 
@@ -62,8 +81,8 @@ func (b *builder) buildBinaries(ctx context.Context) error {
 	kubeadm := filepath.Join(b.binDir, "kubeadm")
 	if !b.platform.runsHere() {
 		kubeadm = filepath.Join(b.binDir, "host", "kubeadm")
-		args := []string{"-trimpath", "-ldflags", KubernetesLDFlags(b.res.KubernetesVersion), "-o", kubeadm, kubernetesModule + "/cmd/kubeadm"}
-		if err := goBuild(ctx, b.cfg.logger, "kubeadm for this machine", cmp.Or(derived["kubernetes"], moduleDir("kubernetes")), nil, args...); err != nil {
+		args := append(slices.Clone(k8sFlags), "-o", kubeadm, kubernetesModule+"/cmd/kubeadm")
+		if err := goBuild(ctx, b.cfg.logger, "kubeadm for this machine", k8sDir, nil, args...); err != nil {
 			return err
 		}
 	}

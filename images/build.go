@@ -76,6 +76,26 @@ type buildConfig struct {
 	// builderFrom is the image the builder container starts FROM:
 	// DebianImage, or another reference in a test.
 	builderFrom string
+	// stock builds Kubernetes without the timing patches (see
+	// WithStockKubernetes).
+	stock bool
+}
+
+// StockSuffix is what a node image built WithStockKubernetes carries
+// after its version: kindtest/node:v1.37.2-stock.
+const StockSuffix = "-stock"
+
+// WithStockKubernetes builds Kubernetes as released, without the timing
+// patches a node image carries by default (they make a few of its
+// start-up waits try at once instead of a second later; see
+// timingpatch.go and docs/performance.md). The image is tagged
+// kindtest/node:<version>-stock (and -stock-<hash>), beside the default
+// one; run clusters from it with KINDTEST_IMAGE or WithImage.
+func WithStockKubernetes() BuildOption {
+	return func(c *buildConfig) error {
+		c.stock = true
+		return nil
+	}
 }
 
 // WithLogger sends progress lines (each step and its duration) to l.
@@ -204,11 +224,15 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("build node image: %w", err)
 	}
-	hash, err := contentHash(cfg.sourceDir, version, p.String())
+	flavour := version
+	if cfg.stock {
+		flavour += StockSuffix
+	}
+	hash, err := contentHash(cfg.sourceDir, flavour, p.String())
 	if err != nil {
 		return Result{}, err
 	}
-	plain := "kindtest/node:" + version + p.suffix()
+	plain := "kindtest/node:" + flavour + p.suffix()
 	res := Result{
 		Image:             plain,
 		ContentImage:      plain + "-" + hash[:hashLength],
@@ -240,7 +264,7 @@ func Build(ctx context.Context, opts ...BuildOption) (Result, error) {
 		return res, err
 	}
 
-	b := &builder{cfg: cfg, cli: cli, res: res, platform: p, binDir: p.binDir(cfg.cacheDir, version),
+	b := &builder{cfg: cfg, cli: cli, res: res, platform: p, binDir: p.binDir(cfg.cacheDir, flavour),
 		deriveKubernetes: version != checkedIn}
 	if err := b.run(ctx); err != nil {
 		return Result{}, fmt.Errorf("build node image %s: %w", res.ContentImage, err)

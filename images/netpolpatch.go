@@ -1,12 +1,9 @@
 package images
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 )
@@ -61,21 +58,13 @@ func kindtestQueue(id int, failOpen bool) expr.Any {
 // replace files in the module cache.) A module whose code no longer has
 // the block twice is an error that says so.
 func networkPoliciesPatch(ctx context.Context, modDir, tmp string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", networkPoliciesModule)
-	cmd.Dir = modDir
-	cmd.Env = append(os.Environ(), goEnv...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go mod download %s: %w: %s", networkPoliciesModule, err, stderr.String())
-	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(stdout.Bytes(), &mod); err != nil || mod.Dir == "" {
-		return "", fmt.Errorf("go mod download %s: no module directory in %q (%v)", networkPoliciesModule, stdout.String(), err)
+	modCache, _, err := moduleDir(ctx, modDir, networkPoliciesModule)
+	if err != nil {
+		return "", err
 	}
 	src := filepath.Join(tmp, "src")
-	if err := os.CopyFS(src, os.DirFS(mod.Dir)); err != nil {
-		return "", fmt.Errorf("copy %s: %w", mod.Dir, err)
+	if err := os.CopyFS(src, os.DirFS(modCache)); err != nil {
+		return "", fmt.Errorf("copy %s: %w", modCache, err)
 	}
 	pkg := filepath.Join(src, "pkg", "networkpolicy")
 	controller := filepath.Join(pkg, "controller.go")
@@ -85,7 +74,7 @@ func networkPoliciesPatch(ctx context.Context, modDir, tmp string) (string, erro
 	}
 	if n := strings.Count(string(code), networkPoliciesQueueBlock); n != 2 {
 		return "", fmt.Errorf("%s: the nfqueue expression is made in %d places, want 2: update networkPoliciesPatch for this version of %s",
-			filepath.Join(mod.Dir, "pkg", "networkpolicy", "controller.go"), n, networkPoliciesModule)
+			filepath.Join(modCache, "pkg", "networkpolicy", "controller.go"), n, networkPoliciesModule)
 	}
 	patched := strings.ReplaceAll(string(code), networkPoliciesQueueBlock, "\tqueue := kindtestQueue(c.config.QueueID, c.config.FailOpen)\n")
 	// The module cache's files are read-only, and so are their copies.

@@ -30,5 +30,6 @@ func (b *builder) nodeImage(ctx context.Context) error {
 		"BASE_IMAGE":         baseRef,
 		"KUBERNETES_VERSION": b.res.KubernetesVersion,
 		"CONTENT_HASH":       b.res.ContentHash,
+		"KUBERNETES_PATCHES": patchNames(b.patches),
 	})
 }

@@ -26,6 +26,9 @@ type builder struct {
 	deriveKubernetes bool
 	// components are the images kubeadm expects, as it names them.
 	components []string
+	// patches are the names of the timing patches the Kubernetes
+	// binaries were built with.
+	patches []string
 }
 
 func (b *builder) run(ctx context.Context) error {

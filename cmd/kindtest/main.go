@@ -163,6 +163,7 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 	push := fs.String("push", "", "after building, push the node image as this registry reference, and the reaper and registry images beside it")
 	platformList := fs.String("platform", "", "build for these platforms, comma-separated ("+strings.Join(images.Platforms, ",")+"); default: the engine's")
 	inEngine := fs.Bool("in-engine", false, "make the Debian root file systems in a builder container on the engine (FROM "+images.DebianImage+"), as on a host without Linux or mmdebstrap")
+	stock := fs.Bool("stock", false, "build Kubernetes as released, without kindtest's timing patches; the node image is tagged kindtest/node:VERSION"+images.StockSuffix+" (use it with KINDTEST_IMAGE)")
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
@@ -179,6 +180,9 @@ func build(ctx context.Context, args []string, out io.Writer) error {
 		opts := []images.BuildOption{images.WithLogger(logger)}
 		if *inEngine {
 			opts = append(opts, images.WithInEngine())
+		}
+		if *stock {
+			opts = append(opts, images.WithStockKubernetes())
 		}
 		if platform != "" {
 			opts = append(opts, images.WithPlatform(platform))

@@ -73,6 +73,10 @@ const (
 	// node images built before the keys moved into one namespace; it is
 	// still read when the new key is missing.
 	LegacyLabelImageKubernetesVersion = "io.kindtest.kubernetes-version"
+	// LabelImageKubernetesPatches lists, comma-separated, the timing
+	// patches a node image's Kubernetes carries ("none" for a stock
+	// build).
+	LabelImageKubernetesPatches = "dev.kindtest.image.kubernetes-patches"
 	// LabelImageBinaryHash holds the SHA-256 of the one binary of a small
 	// image (the reaper, the registry, the load balancer).
 	LabelImageBinaryHash = "dev.kindtest.image.binary-hash"
