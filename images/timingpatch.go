@@ -13,8 +13,8 @@ import (
 )
 
 // Kubernetes is built with a few timing patches: changes to its source
-// that make a start-up wait try at once, or poll more often, where the
-// upstream code sleeps a whole second first. Each changes when something
+// that make a start-up wait try at once where the upstream code sleeps a
+// whole second first. Each changes when something
 // happens, never what: no API, flag, default or result differs, and the
 // conformance suite runs on the patched build (docs/conformance.md).
 // WithStockKubernetes (kindtest build -stock) builds without them; the
@@ -33,12 +33,9 @@ type timingPatch struct {
 	old, new string
 }
 
-// controllerManagerModule is the module of the controller-manager's
-// shared code, WaitForAPIServer among it.
-const controllerManagerModule = "k8s.io/controller-manager"
-
 // timingPatches are the patches a default build carries, measured one by
-// one in docs/performance.md ("Timing patches").
+// one in docs/performance.md ("Timing patches"), which also lists those
+// tried that did not pay and were dropped.
 var timingPatches = []timingPatch{
 	{
 		// The API server's post-start hook that creates the default RBAC
@@ -57,16 +54,6 @@ var timingPatches = []timingPatch{
 		file:   "pkg/registry/scheduling/rest/storage_scheduling.go",
 		old:    "err := wait.Poll(1*time.Second, 30*time.Second, func() (done bool, err error) {\n\t\t\tschedClientSet, err :=",
 		new:    "err := wait.PollImmediate(1*time.Second, 30*time.Second, func() (done bool, err error) {\n\t\t\tschedClientSet, err :=",
-	},
-	{
-		// The controller-manager asks the API server's /healthz once a
-		// second before it starts its controllers; ten times a second,
-		// it starts them up to 0.9 s sooner.
-		name:   "controller-manager-healthz-100ms",
-		module: controllerManagerModule,
-		file:   "app/helper.go",
-		old:    "err := wait.PollImmediate(time.Second, timeout, func() (bool, error) {\n\t\thealthStatus := 0",
-		new:    "err := wait.PollImmediate(100*time.Millisecond, timeout, func() (bool, error) {\n\t\thealthStatus := 0",
 	},
 }
 

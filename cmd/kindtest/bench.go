@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/kindtest/kindtest/internal/concurrent"
 	"github.com/kindtest/kindtest/internal/docker"
+	"github.com/kindtest/kindtest/internal/lifetime"
 	"github.com/kindtest/kindtest/kindtest"
 )
 
@@ -73,6 +75,8 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "load average at start: %s\n", loadAverage())
+	image, patches := benchNodeImage(ctx)
+	fmt.Fprintf(out, "node image: %s (Kubernetes timing patches: %s)\n", image, patches)
 	for _, w := range workers {
 		st := &benchStats{phases: map[string][]time.Duration{}}
 		tls := &timelineStats{}
@@ -95,7 +99,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 			}
 			fmt.Fprintln(out)
 			err := concurrent.Each(*parallel, func(j int) error {
-				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage()}
+				r := benchRun{Time: time.Now().UTC(), Workers: w, Run: i + 1, Parallel: *parallel, Load: loadAverage(), Image: image, Patches: patches}
 				opt := benchOptions{payloadMB: *payload, settle: *settle, slowLogs: *slowLogs, logsDir: *logsDir, timeline: *withTimeline, pool: pool != nil}
 				if *noStorage {
 					opt.options = append(opt.options, kindtest.WithoutStorage())
@@ -170,11 +174,15 @@ func startBenchPool(ctx context.Context, size, workers int, noStorage, noPolicy 
 
 // benchRun is one cluster created, measured and deleted: one JSON line.
 type benchRun struct {
-	Time     time.Time                  `json:"time"`
-	Workers  int                        `json:"workers"`
-	Run      int                        `json:"run"`
-	Parallel int                        `json:"parallel"`
-	Load     string                     `json:"load_average"`
+	Time     time.Time `json:"time"`
+	Workers  int       `json:"workers"`
+	Run      int       `json:"run"`
+	Parallel int       `json:"parallel"`
+	Load     string    `json:"load_average"`
+	// Image is the node image, and Patches the timing patches its
+	// Kubernetes carries (see benchNodeImage).
+	Image    string                     `json:"image"`
+	Patches  string                     `json:"kubernetes_patches"`
 	Cluster  string                     `json:"cluster"`
 	PhasesMS map[kindtest.Phase]float64 `json:"phases_ms"`
 	// Order keeps the phases in the order they ran; PhasesMS is a map.
@@ -383,4 +391,22 @@ func buildPayload(ctx context.Context, mb int) error {
 		pw.CloseWithError(err)
 	}()
 	return dc.BuildImage(ctx, pr, docker.BuildSpec{Tags: []string{benchImage}}, nil)
+}
+
+// benchNodeImage returns the node image the clusters are made from
+// (KINDTEST_IMAGE, else the default), and the timing patches its label
+// lists: "none" for a stock build, "?" when the engine does not have the
+// image or it has no such label (built before the label existed).
+func benchNodeImage(ctx context.Context) (image, patches string) {
+	image = cmp.Or(os.Getenv("KINDTEST_IMAGE"), kindtest.DefaultImage)
+	cli, err := docker.New(ctx)
+	if err != nil {
+		return image, "?"
+	}
+	defer cli.Close()
+	img, err := cli.InspectImage(ctx, image)
+	if err != nil {
+		return image, "?"
+	}
+	return image, cmp.Or(img.Labels[lifetime.LabelImageKubernetesPatches], "?")
 }
