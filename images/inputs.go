@@ -81,44 +81,62 @@ func writeEmbeddedInputs(cacheDir string) (string, error) {
 	for _, f := range files {
 		recipe = append(recipe, f.rel, string(f.data))
 	}
-	sourceRoot := filepath.Join(cacheDir, "source")
-	final := filepath.Join(sourceRoot, hashStrings(recipe...)[:hashLength])
-	imagesDir := filepath.Join(final, "images")
-	if _, err := os.Stat(imagesDir); err == nil {
-		return imagesDir, nil
-	}
-	if err := os.MkdirAll(sourceRoot, 0o755); err != nil {
-		return "", fmt.Errorf("write node image inputs: %w", err)
-	}
-	tmp, err := os.MkdirTemp(sourceRoot, "tmp-")
+	final := filepath.Join(cacheDir, "source", hashStrings(recipe...)[:hashLength])
+	err = writeDirOnce(final, func(tmp string) error {
+		for _, f := range files {
+			p := filepath.Join(tmp, "images", filepath.FromSlash(f.rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if executableInputs[f.rel] {
+				mode = 0o755
+			}
+			if err := os.WriteFile(p, f.data, mode); err != nil {
+				return err
+			}
+			// WriteFile's mode is filtered by the umask; the hash sees the bit.
+			if err := os.Chmod(p, mode); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return "", fmt.Errorf("write node image inputs: %w", err)
 	}
+	return filepath.Join(final, "images"), nil
+}
+
+// writeDirOnce makes the directory final unless it exists: fill writes
+// its content into a new directory beside it, which is then renamed to
+// final. A finished directory is only ever renamed into place, so
+// concurrent writers and interrupted ones leave nothing half-written
+// under that name; a writer that loses the race to another one finds
+// final made and uses it.
+func writeDirOnce(final string, fill func(tmp string) error) error {
+	if _, err := os.Stat(final); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(final)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "tmp-")
+	if err != nil {
+		return err
+	}
 	defer os.RemoveAll(tmp)
-	for _, f := range files {
-		p := filepath.Join(tmp, "images", filepath.FromSlash(f.rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", fmt.Errorf("write node image inputs: %w", err)
-		}
-		mode := os.FileMode(0o644)
-		if executableInputs[f.rel] {
-			mode = 0o755
-		}
-		if err := os.WriteFile(p, f.data, mode); err != nil {
-			return "", fmt.Errorf("write node image inputs: %w", err)
-		}
-		// WriteFile's mode is filtered by the umask; the hash sees the bit.
-		if err := os.Chmod(p, mode); err != nil {
-			return "", fmt.Errorf("write node image inputs: %w", err)
-		}
+	if err := fill(tmp); err != nil {
+		return err
 	}
 	if err := os.Rename(tmp, final); err != nil {
-		if _, serr := os.Stat(imagesDir); serr == nil {
-			return imagesDir, nil // another build wrote the same inputs first
+		if _, statErr := os.Stat(final); statErr == nil {
+			return nil // another writer made it first
 		}
-		return "", fmt.Errorf("write node image inputs: %w", err)
+		return err
 	}
-	return imagesDir, nil
+	return nil
 }
 
 // parseTxtar reads a txtar archive: a comment, then files, each starting

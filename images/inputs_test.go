@@ -187,3 +187,39 @@ func TestParseTxtarRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteDirOnce: a failed fill leaves nothing; a directory made is
+// used as it is afterwards, without filling it again.
+func TestWriteDirOnce(t *testing.T) {
+	parent := t.TempDir()
+	final := filepath.Join(parent, "made")
+	if err := writeDirOnce(final, func(tmp string) error {
+		if err := os.WriteFile(filepath.Join(tmp, "half"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Errorf("killed half way")
+	}); err == nil || err.Error() != "killed half way" {
+		t.Fatalf("fill's error: got %v", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("a failed fill left %v", left)
+	}
+	fills := 0
+	for range 2 {
+		if err := writeDirOnce(final, func(tmp string) error {
+			fills++
+			return os.WriteFile(filepath.Join(tmp, "file"), []byte("x"), 0o644)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fills != 1 {
+		t.Errorf("filled %d times, want once", fills)
+	}
+	if data, err := os.ReadFile(filepath.Join(final, "file")); err != nil || string(data) != "x" {
+		t.Errorf("the directory made: %q %v", data, err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 1 {
+		t.Errorf("beside it: %v, want the directory alone", left)
+	}
+}

@@ -109,33 +109,18 @@ func writeRegistrySource(cacheDir string) (string, error) {
 	for _, f := range files {
 		recipe = append(recipe, f.rel, string(f.data))
 	}
-	root := filepath.Join(cacheDir, "source")
-	final := filepath.Join(root, "registry-"+hashStrings(recipe...)[:hashLength])
-	if _, err := os.Stat(filepath.Join(final, "go.mod")); err == nil {
-		return final, nil
-	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(root, "tmp-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	for _, f := range files {
-		p := filepath.Join(tmp, filepath.FromSlash(f.rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return "", err
+	final := filepath.Join(cacheDir, "source", "registry-"+hashStrings(recipe...)[:hashLength])
+	err = writeDirOnce(final, func(tmp string) error {
+		for _, f := range files {
+			p := filepath.Join(tmp, filepath.FromSlash(f.rel))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(p, f.data, 0o644); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(p, f.data, 0o644); err != nil {
-			return "", err
-		}
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		if _, serr := os.Stat(filepath.Join(final, "go.mod")); serr == nil {
-			return final, nil // another build wrote the same files first
-		}
-		return "", err
-	}
-	return final, nil
+		return nil
+	})
+	return final, err
 }

@@ -174,42 +174,27 @@ func (m *patchedModule) copy(sourceRoot string) (string, error) {
 		recipe = append(recipe, p.file, p.old, p.new)
 	}
 	final := filepath.Join(sourceRoot, "patched-"+path.Base(m.path)+"-"+m.version+"-"+hashStrings(recipe...)[:hashLength])
-	if _, err := os.Stat(final); err == nil {
-		return final, nil
-	}
-	if err := os.MkdirAll(sourceRoot, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.MkdirTemp(sourceRoot, ".patched-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(tmp)
-	src := filepath.Join(tmp, "src")
-	if err := os.CopyFS(src, os.DirFS(m.dir)); err != nil {
-		return "", fmt.Errorf("copy %s: %w", m.dir, err)
-	}
-	for _, p := range m.patches {
-		file := filepath.Join(src, filepath.FromSlash(p.file))
-		code, err := os.ReadFile(file)
-		if err != nil {
-			return "", err
+	err := writeDirOnce(final, func(tmp string) error {
+		if err := os.CopyFS(tmp, os.DirFS(m.dir)); err != nil {
+			return fmt.Errorf("copy %s: %w", m.dir, err)
 		}
-		// The module cache's files are read-only, and so are their copies.
-		if err := os.Remove(file); err != nil {
-			return "", err
+		for _, p := range m.patches {
+			file := filepath.Join(tmp, filepath.FromSlash(p.file))
+			code, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			// The module cache's files are read-only, and so are their copies.
+			if err := os.Remove(file); err != nil {
+				return err
+			}
+			if err := os.WriteFile(file, []byte(strings.Replace(string(code), p.old, p.new, 1)), 0o644); err != nil {
+				return err
+			}
 		}
-		if err := os.WriteFile(file, []byte(strings.Replace(string(code), p.old, p.new, 1)), 0o644); err != nil {
-			return "", err
-		}
-	}
-	if err := os.Rename(src, final); err != nil {
-		if _, statErr := os.Stat(final); statErr == nil {
-			return final, nil // another build made it meanwhile
-		}
-		return "", err
-	}
-	return final, nil
+		return nil
+	})
+	return final, err
 }
 
 // patchNames lists patches' names, for the node image's label: "none"
