@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path"
@@ -127,6 +129,10 @@ func patchedModules(ctx context.Context, modDir string, patches []timingPatch, l
 			mods = append(mods, m)
 		}
 		code, err := os.ReadFile(filepath.Join(m.dir, filepath.FromSlash(p.file)))
+		if errors.Is(err, fs.ErrNotExist) {
+			logger.Printf("  timing patch %s left out: %s@%s has no %s", p.name, m.path, m.version, p.file)
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("timing patch %s: %w", p.name, err)
 		}

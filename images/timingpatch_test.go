@@ -15,8 +15,8 @@ import (
 // TestTimingPatches patches the Kubernetes modules the checked-in nested
 // module requires, as a default build does: every patch applies to this
 // version, go resolves the patched packages to the copies, and the copies
-// hold the new code. A patch whose code the module lacks is left out, and
-// the copy is made once.
+// hold the new code. A patch whose code or file the module lacks is left
+// out, and the copy is made once.
 func TestTimingPatches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -26,9 +26,10 @@ func TestTimingPatches(t *testing.T) {
 	}
 	cacheDir := t.TempDir()
 	lost := timingPatch{name: "lost", module: kubernetesModule, file: "pkg/registry/rbac/rest/storage_rbac.go", old: "code no version has", new: "x"}
+	moved := timingPatch{name: "moved", module: kubernetesModule, file: "pkg/no/such/file.go", old: "x", new: "y"}
 	var log strings.Builder
 	logger := loggerFunc(func(format string, args ...any) { fmt.Fprintf(&log, format+"\n", args...) })
-	modfile, applied, err := patchKubernetes(ctx, logger, modDir, cacheDir, t.TempDir(), append(slices.Clone(timingPatches), lost))
+	modfile, applied, err := patchKubernetes(ctx, logger, modDir, cacheDir, t.TempDir(), append(slices.Clone(timingPatches), lost, moved))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +40,10 @@ func TestTimingPatches(t *testing.T) {
 	if !slices.Equal(applied, want) {
 		t.Errorf("applied %q, want %q", applied, want)
 	}
-	if !strings.Contains(log.String(), "timing patch lost left out") {
-		t.Errorf("the patch that does not apply is not logged as left out: %q", log.String())
+	for _, name := range []string{"lost", "moved"} {
+		if !strings.Contains(log.String(), "timing patch "+name+" left out") {
+			t.Errorf("the patch %s, which does not apply, is not logged as left out: %q", name, log.String())
+		}
 	}
 	for _, p := range timingPatches {
 		pkg := strings.TrimSuffix(p.module+"/"+filepath.ToSlash(filepath.Dir(p.file)), "/.")
