@@ -16,7 +16,7 @@ func TestNodeDockerfileLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{lifetime.LabelImageKubernetesVersion, lifetime.LabelImageContentHash} {
+	for _, k := range []string{lifetime.LabelImageKubernetesVersion, lifetime.LabelImageContentHash, lifetime.LabelImageKubernetesPatches} {
 		if !strings.Contains(string(data), "\n"+"LABEL "+k+"=") && !strings.Contains(string(data), " "+k+"=") {
 			t.Errorf("node/Dockerfile does not set the label %s", k)
 		}

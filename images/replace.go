@@ -35,10 +35,11 @@ func buildBinaryImage(ctx context.Context, cli *docker.Client, logger Logger, re
 }
 
 // replaceImage runs build, which gives ref to a new image, then removes
-// oldID, the image ref named before ("" for none), now without a name: each rebuild of a small
-// image under the same tag (the reaper's, the registry's, the load
-// balancer's, once their binary changes) would otherwise leave the old
-// one dangling on the user's engine. An old image that has other names,
+// oldID, the image ref named before ("" for none), now without a name:
+// each rebuild of an image under the same tag (the reaper's, the
+// registry's, the load balancer's, the node image's component images,
+// once their binary changes) would otherwise leave the old one dangling
+// on the user's engine. An old image that has other names,
 // or that a container still uses (the engine refuses with a conflict),
 // stays; any other failure to remove it is logged, not returned: the new
 // image is built.
