@@ -57,6 +57,20 @@ func rewriteServer(kubeconfig []byte, server string) ([]byte, error) {
 	return []byte(strings.Replace(string(kubeconfig), "server: "+f["server"], "server: "+server, 1)), nil
 }
 
+// kubeconfigCA returns the PEM of the certificate authority a
+// kubeadm-written kubeconfig trusts: the cluster's CA.
+func kubeconfigCA(kubeconfig []byte) ([]byte, error) {
+	f, err := kubeconfigFields(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := base64.StdEncoding.DecodeString(f["certificate-authority-data"])
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig certificate-authority-data: %w", err)
+	}
+	return ca, nil
+}
+
 func newAPIClient(kubeconfig []byte) (*apiClient, error) {
 	f, err := kubeconfigFields(kubeconfig)
 	if err != nil {

@@ -174,9 +174,13 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 	if err != nil {
 		return &NodeError{Node: cp.name, Step: "fit CoreDNS manifests", Err: err}
 	}
-	addons := dns
+	ca, err := kubeconfigCA([]byte(parts[superAdminKubeconfig]))
+	if err != nil {
+		return &NodeError{Node: cp.name, Step: "read the cluster CA", Err: err}
+	}
+	addons := bootstrap.RootCAConfigMap(string(ca)) + "---\n" + dns
 	if proxy, ok := parts["kube-proxy"]; ok {
-		addons = proxy + "\n---\n" + dns
+		addons = proxy + "\n---\n" + addons
 	}
 	if cr.addons, err = bootstrap.Objects(addons); err != nil {
 		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}

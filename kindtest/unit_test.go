@@ -113,6 +113,12 @@ func TestKubeconfigRewrite(t *testing.T) {
 	if _, err := newAPIClient(kc); err == nil {
 		t.Error("garbage credentials accepted")
 	}
+	if ca, err := kubeconfigCA(kc); err != nil || string(ca) != "x" {
+		t.Errorf("kubeconfigCA: %q, %v; want the decoded certificate-authority-data", ca, err)
+	}
+	if _, err := kubeconfigCA([]byte(strings.Replace(string(kc), b64, "%%", 1))); err == nil {
+		t.Error("kubeconfigCA: no error for data that is not base64")
+	}
 }
 
 func TestKubeadmConfig(t *testing.T) {

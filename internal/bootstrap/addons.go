@@ -2,6 +2,7 @@ package bootstrap
 
 import (
 	"embed"
+	"encoding/json"
 	"text/template"
 )
 
@@ -52,3 +53,35 @@ type NetworkPolicyAddon struct {
 func (a NetworkPolicyAddon) Manifest() string {
 	return render(addonTemplates, "network-policy.yaml", a)
 }
+
+// RootCAConfigMap is the kube-root-ca.crt ConfigMap of kube-system, as
+// the controller-manager's root CA publisher makes it in every namespace:
+// the cluster's CA (caPEM, the controller-manager's --root-ca-file) and
+// the publisher's description. Every pod's service account volume reads
+// it; created with the add-ons, before their workloads, it is there when
+// the kubelet first mounts kube-proxy's and CoreDNS's volumes, where the
+// publisher, starting beside the DaemonSet and Deployment controllers,
+// sometimes came second and the kubelet retried the mount only half a
+// second later. The publisher finds it as it would have made it and
+// leaves it alone.
+func RootCAConfigMap(caPEM string) string {
+	cm := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":        "kube-root-ca.crt",
+			"namespace":   "kube-system",
+			"annotations": map[string]string{"kubernetes.io/description": rootCADescription},
+		},
+		"data": map[string]string{"ca.crt": caPEM},
+	}
+	// JSON is YAML; encoding/json cannot fail on these types.
+	b, _ := json.Marshal(cm)
+	return string(b) + "\n"
+}
+
+// rootCADescription is the description the root CA publisher puts on
+// kube-root-ca.crt (k8s.io/kubernetes pkg/controller/certificates/
+// rootcacertpublisher): the publisher rewrites a ConfigMap without it.
+const rootCADescription = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. " +
+	"No other usage is guaranteed across distributions of Kubernetes clusters."

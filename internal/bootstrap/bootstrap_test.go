@@ -413,6 +413,34 @@ rules: []
 	}
 }
 
+func TestRootCAConfigMap(t *testing.T) {
+	const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+	objs, err := Objects("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: kube-proxy, namespace: kube-system}\n---\n" + RootCAConfigMap(pem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[0].Kind != "ConfigMap" || objs[0].Path != "/api/v1/namespaces/kube-system/configmaps" {
+		t.Fatalf("objects %+v, want the ConfigMap of kube-system before the DaemonSet", objs)
+	}
+	var cm struct {
+		Metadata struct {
+			Name        string
+			Annotations map[string]string
+		}
+		Data map[string]string
+	}
+	if err := json.Unmarshal(objs[0].Body, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Metadata.Name != "kube-root-ca.crt" || cm.Data["ca.crt"] != pem || len(cm.Data) != 1 {
+		t.Errorf("ConfigMap %s: want kube-root-ca.crt with ca.crt the PEM as given", objs[0].Body)
+	}
+	// The publisher rewrites a ConfigMap whose description is missing.
+	if !strings.HasPrefix(cm.Metadata.Annotations["kubernetes.io/description"], "Contains a CA bundle") {
+		t.Errorf("annotations %v: want the root CA publisher's description", cm.Metadata.Annotations)
+	}
+}
+
 func TestDiscoveryKubeconfig(t *testing.T) {
 	var kc struct {
 		Clusters []struct {
