@@ -16,8 +16,8 @@ import (
 
 // Kubernetes is built with a few timing patches: changes to its source
 // that make a start-up wait try at once where the upstream code sleeps a
-// whole second first. Each changes when something
-// happens, never what: no API, flag, default or result differs, and the
+// whole second first, or look again sooner where it polls. Each changes
+// when something happens, never what: no API, flag, default or result differs, and the
 // conformance suite runs on the patched build (docs/conformance.md).
 // WithStockKubernetes (kindtest build -stock) builds without them; the
 // node image lists the patches it carries in its label
@@ -56,6 +56,38 @@ var timingPatches = []timingPatch{
 		file:   "pkg/registry/scheduling/rest/storage_scheduling.go",
 		old:    "err := wait.Poll(1*time.Second, 30*time.Second, func() (done bool, err error) {\n\t\t\tschedClientSet, err :=",
 		new:    "err := wait.PollImmediate(1*time.Second, 30*time.Second, func() (done bool, err error) {\n\t\t\tschedClientSet, err :=",
+	},
+	{
+		// The kubelet's pod sync waits for the pod's volumes by polling
+		// every 300 ms; the service account volume of kube-proxy and
+		// CoreDNS is mounted a few ms after the first poll.
+		name:   "kubelet-volume-wait-20ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/volumemanager/volume_manager.go",
+		old:    "podAttachAndMountRetryInterval = 300 * time.Millisecond",
+		new:    "podAttachAndMountRetryInterval = 20 * time.Millisecond",
+	},
+	{
+		// A pod sync the kubelet starts (a probe result, a container
+		// that started) waits for a pod status newer than the last sync,
+		// which only the PLEG's relist makes: a once-a-second relist
+		// holds CoreDNS's readiness back by up to a second.
+		name:   "kubelet-pleg-relist-100ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/kubelet.go",
+		old:    "genericPlegRelistPeriod    = time.Second * 1",
+		new:    "genericPlegRelistPeriod    = time.Millisecond * 100",
+	},
+	{
+		// The controller-manager waits for the API server's /healthz
+		// before it starts any controller, polling once a second; the
+		// DaemonSet and Deployment controllers that make kube-proxy's and
+		// CoreDNS's pods start only then.
+		name:   "controller-manager-healthz-100ms",
+		module: "k8s.io/controller-manager",
+		file:   "app/helper.go",
+		old:    "err := wait.PollImmediate(time.Second, timeout, func() (bool, error) {\n\t\thealthStatus := 0",
+		new:    "err := wait.PollImmediate(100*time.Millisecond, timeout, func() (bool, error) {\n\t\thealthStatus := 0",
 	},
 }
 
