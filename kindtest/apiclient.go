@@ -57,6 +57,15 @@ func rewriteServer(kubeconfig []byte, server string) ([]byte, error) {
 	return []byte(strings.Replace(string(kubeconfig), "server: "+f["server"], "server: "+server, 1)), nil
 }
 
+// decodeField decodes the base64 field k of kubeconfigFields' result.
+func decodeField(f map[string]string, k string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(f[k])
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", k, err)
+	}
+	return b, nil
+}
+
 // kubeconfigCA returns the PEM of the certificate authority a
 // kubeadm-written kubeconfig trusts: the cluster's CA.
 func kubeconfigCA(kubeconfig []byte) ([]byte, error) {
@@ -64,11 +73,7 @@ func kubeconfigCA(kubeconfig []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := base64.StdEncoding.DecodeString(f["certificate-authority-data"])
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig certificate-authority-data: %w", err)
-	}
-	return ca, nil
+	return decodeField(f, "certificate-authority-data")
 }
 
 func newAPIClient(kubeconfig []byte) (*apiClient, error) {
@@ -76,22 +81,15 @@ func newAPIClient(kubeconfig []byte) (*apiClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	decode := func(k string) ([]byte, error) {
-		b, err := base64.StdEncoding.DecodeString(f[k])
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig %s: %w", k, err)
-		}
-		return b, nil
-	}
-	ca, err := decode("certificate-authority-data")
+	ca, err := decodeField(f, "certificate-authority-data")
 	if err != nil {
 		return nil, err
 	}
-	crt, err := decode("client-certificate-data")
+	crt, err := decodeField(f, "client-certificate-data")
 	if err != nil {
 		return nil, err
 	}
-	key, err := decode("client-key-data")
+	key, err := decodeField(f, "client-key-data")
 	if err != nil {
 		return nil, err
 	}
