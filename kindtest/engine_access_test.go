@@ -628,10 +628,7 @@ func BenchmarkPortForward(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	img := os.Getenv("KINDTEST_IMAGE")
-	if img == "" {
-		img = kindtest.DefaultImage
-	}
+	img := kindtest.Image()
 	if _, err := dc.InspectImage(ctx, img); err != nil {
 		b.Fatalf("node image %s: %v", img, err)
 	}
@@ -684,10 +681,7 @@ func BenchmarkLoadImageAgain(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	img := os.Getenv("KINDTEST_IMAGE")
-	if img == "" {
-		img = kindtest.DefaultImage
-	}
+	img := kindtest.Image()
 	if _, err := dc.InspectImage(ctx, img); err != nil {
 		b.Fatalf("node image %s: %v", img, err)
 	}

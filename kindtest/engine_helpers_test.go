@@ -25,10 +25,7 @@ func engine(t *testing.T) *docker.Client {
 // default node image, which must have been built.
 func nodeImage(t *testing.T, dc *docker.Client) string {
 	t.Helper()
-	ref := os.Getenv("KINDTEST_IMAGE")
-	if ref == "" {
-		ref = kindtest.DefaultImage
-	}
+	ref := kindtest.Image()
 	if _, err := dc.InspectImage(context.Background(), ref); err != nil {
 		t.Fatalf("node image %s: %v (build it with `go run ./cmd/kindtest build`)", ref, err)
 	}

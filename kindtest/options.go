@@ -32,6 +32,17 @@ import (
 // checkout.
 const DefaultImage = imageref.Node
 
+// Image returns the node image Start and New use when no WithImage is
+// given: KINDTEST_IMAGE when it is set, else DefaultImage. Tools that
+// drive clusters (benchmarks, conformance runs) name the same image with
+// it.
+func Image() string {
+	if v := getenv(envImage); v != "" {
+		return v
+	}
+	return DefaultImage
+}
+
 // Logger receives progress lines. *testing.T's Logf, log.Printf and
 // fmt.Printf-like functions fit through LoggerFunc.
 type Logger interface {
@@ -205,9 +216,7 @@ func newConfig(opts []Option) (*config, error) {
 // fromEnv applies the environment variables a user sets without touching
 // code; options given in code come after and win.
 func (c *config) fromEnv() error {
-	if v := getenv(envImage); v != "" {
-		c.image = v
-	}
+	c.image = Image()
 	if v := getenv(envKeep); v != "" {
 		k, err := parseKeep(v)
 		if err != nil {

@@ -1,6 +1,7 @@
 package kindtest
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"testing"
@@ -103,5 +104,23 @@ func TestReuseHashCoversShape(t *testing.T) {
 	}
 	if reuseHash(def, "img") == reuseHash(def, "other-img") {
 		t.Error("another node image hashes the same")
+	}
+}
+
+// TestImage checks that Image names what a config without WithImage uses.
+func TestImage(t *testing.T) {
+	for _, env := range []string{"", "registry.example.com/kindtest/node:v1"} {
+		t.Setenv(envImage, env)
+		want := cmp.Or(env, DefaultImage)
+		if got := Image(); got != want {
+			t.Errorf("KINDTEST_IMAGE=%q: Image() = %q, want %q", env, got, want)
+		}
+		cfg, err := newConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.image != want {
+			t.Errorf("KINDTEST_IMAGE=%q: config image %q, want %q", env, cfg.image, want)
+		}
 	}
 }

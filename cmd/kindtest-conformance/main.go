@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/kindtest/kindtest/images"
+	"github.com/kindtest/kindtest/kindtest"
 	"io"
 	"log"
 	"os"
@@ -50,11 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("kindtest-conformance", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defImage := os.Getenv("KINDTEST_IMAGE")
-	if defImage == "" {
-		defImage = defaultNodeImage
-	}
-	fs.StringVar(&o.image, "image", defImage, "node image (default: $KINDTEST_IMAGE, else kindtest's default); its Kubernetes version decides the e2e tests built")
+	fs.StringVar(&o.image, "image", kindtest.Image(), "node image (default: $KINDTEST_IMAGE, else kindtest's default); its Kubernetes version decides the e2e tests built")
 	fs.StringVar(&o.version, "kubernetes-version", "", "build the e2e tests of this Kubernetes version (default: the node image's); with -build-only, no node image is needed")
 	fs.IntVar(&o.workers, "workers", 2, "worker nodes")
 	fs.IntVar(&o.controlPlane, "control-planes", 1, "control-plane nodes (1, 3 or 5)")

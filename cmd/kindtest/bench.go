@@ -398,7 +398,7 @@ func buildPayload(ctx context.Context, mb int) error {
 // lists: "none" for a stock build, "?" when the engine does not have the
 // image or it has no such label (built before the label existed).
 func benchNodeImage(ctx context.Context) (image, patches string) {
-	image = cmp.Or(os.Getenv("KINDTEST_IMAGE"), kindtest.DefaultImage)
+	image = kindtest.Image()
 	cli, err := docker.New(ctx)
 	if err != nil {
 		return image, "?"
