@@ -48,12 +48,13 @@ func isInput(rel string) bool {
 
 // contentHash hashes the inputs of the node image found under dir (the
 // images/ directory of a checkout, or the inputs written out from the
-// library's module) together with the Kubernetes version and the target
+// library's module) together with the flavour (the Kubernetes version,
+// with StockSuffix for a build without the timing patches) and the target
 // platform ("linux/amd64"): every regular
 // file that isInput, by relative path, executable bit and content. The
 // builder's own Go files are inputs too, since they hold build flags and
 // the component Dockerfiles.
-func contentHash(dir, kubernetesVersion, platform string) (string, error) {
+func contentHash(dir, flavour, platform string) (string, error) {
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -80,7 +81,7 @@ func contentHash(dir, kubernetesVersion, platform string) (string, error) {
 	}
 	slices.Sort(files)
 	h := sha256.New()
-	fmt.Fprintf(h, "kubernetes %s\n", kubernetesVersion)
+	fmt.Fprintf(h, "kubernetes %s\n", flavour)
 	fmt.Fprintf(h, "platform %s\n", platform)
 	// The component images' references are in internal/imageref, outside
 	// the files hashed below, and the node image carries them.
