@@ -1,8 +1,9 @@
 // Module tools holds programs that kindtest's own tests run and users never
 // need: a module proxy made from a working tree (modproxy) and a container
-// registry (registry), and one that measures the kindtest package's layout
-// (housemetrics). It is a module of its own so that the library's go.mod
-// never sees their dependencies.
+// registry (registry), one that measures the kindtest package's layout
+// (housemetrics), and one that measures kind against kindtest, building
+// kind's images offline (kindcompare). It is a module of its own so that
+// the library's go.mod never sees their dependencies.
 module github.com/kindtest/kindtest/tools
 
 go 1.26.0
