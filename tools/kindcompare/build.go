@@ -195,8 +195,8 @@ func (b *builder) baseImage(ctx context.Context, kindDir, debian string) (string
 	for _, f := range files {
 		inputs = append(inputs, filepath.Join(filesDir, f))
 	}
-	for _, p := range bins {
-		inputs = append(inputs, p)
+	for _, g := range baseBinaries {
+		inputs = append(inputs, bins[g.name()])
 	}
 	hash, err := hashInputs(append([]string{baseDockerfile, debian, imageID(ctx, debian)}, inputs...)...)
 	if err != nil {
