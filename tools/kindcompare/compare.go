@@ -18,7 +18,6 @@ import (
 	"slices"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 )
 
@@ -43,6 +42,10 @@ type sample struct {
 	round          int
 	warmup         bool
 	ready, created time.Duration
+	// load is the load average when the run started; others are the
+	// nodes of other users' clusters seen running meanwhile.
+	load   string
+	others []string
 }
 
 func compare(ctx context.Context, o options, b *builder, nodeImage string) (err error) {
@@ -70,30 +73,48 @@ func compare(ctx context.Context, o options, b *builder, nodeImage string) (err 
 	start := time.Now().UTC()
 	fmt.Printf("start: %s, load average: %s\n", start.Format(time.RFC3339), loadAverage())
 	var samples []sample
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tside\tready (s)\tkind create returned (s)\t")
-	tw.Flush()
+	w := &watcher{}
+	// measure runs one cluster, after the engine has been quiet, and
+	// prints its line.
+	measure := func(s sample, fn func() (created, ready time.Duration, err error)) error {
+		if err := w.waitQuiet(ctx, o.quiet, o.quietLimit); err != nil {
+			return err
+		}
+		s.load = loadAverage()
+		var err error
+		s.others, err = w.during(ctx, func() error {
+			var err error
+			s.created, s.ready, err = fn()
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s, round %d: %w", s.side, s.round, err)
+		}
+		samples = append(samples, s)
+		printSample(s, o.warmup)
+		return nil
+	}
+	fmt.Println("round  side  ready (s)  [kind create returned (s)]  load at start  [other clusters seen]")
 	for round := 1; round <= o.warmup+o.pairs; round++ {
 		warm := round <= o.warmup
-		label := fmt.Sprint(round - o.warmup)
-		if warm {
-			label = "warm-up"
-		}
-		created, ready, err := b.kindCluster(ctx, fmt.Sprintf("kindcompare-%d", round), nodeImage, cfg)
+		name := fmt.Sprintf("kindcompare-%d", round)
+		w.mu.Lock()
+		w.kindName = name
+		w.mu.Unlock()
+		err := measure(sample{side: "kind " + kindVersion, round: round, warmup: warm}, func() (time.Duration, time.Duration, error) {
+			return b.kindCluster(ctx, name, nodeImage, cfg)
+		})
 		if err != nil {
-			return fmt.Errorf("kind, round %d: %w", round, err)
+			return err
 		}
-		samples = append(samples, sample{side: "kind " + kindVersion, round: round, warmup: warm, ready: ready, created: created})
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t\n", label, "kind", ready.Seconds(), created.Seconds())
-		tw.Flush()
 		for _, image := range o.kindtestImages {
-			ready, err := kindtestCluster(ctx, kt, image)
+			err := measure(sample{side: kindtestSide(image), round: round, warmup: warm}, func() (time.Duration, time.Duration, error) {
+				ready, err := kindtestCluster(ctx, kt, image, w)
+				return 0, ready, err
+			})
 			if err != nil {
-				return fmt.Errorf("kindtest, round %d: %w", round, err)
+				return err
 			}
-			samples = append(samples, sample{side: kindtestSide(image), round: round, warmup: warm, ready: ready})
-			fmt.Fprintf(tw, "%s\t%s\t%.1f\t\t\n", label, kindtestSide(image), ready.Seconds())
-			tw.Flush()
 		}
 	}
 	fmt.Printf("end: %s, load average: %s\n\n", time.Now().UTC().Format(time.RFC3339), loadAverage())
@@ -120,6 +141,22 @@ func rejectServiceTraffic(ctx context.Context) (undo func(), err error) {
 			fmt.Fprintf(os.Stderr, "warning: %v\n", err)
 		}
 	}, nil
+}
+
+func printSample(s sample, warmup int) {
+	round := fmt.Sprint(s.round - warmup)
+	if s.warmup {
+		round = "warm-up"
+	}
+	line := fmt.Sprintf("%s  %s  %.1f", round, s.side, s.ready.Seconds())
+	if s.created > 0 {
+		line += fmt.Sprintf("  [%.1f]", s.created.Seconds())
+	}
+	line += "  load " + s.load
+	if len(s.others) > 0 {
+		line += "  [other clusters: " + strings.Join(s.others, ", ") + "]"
+	}
+	fmt.Println(line)
 }
 
 func kindtestSide(image string) string {
@@ -165,7 +202,7 @@ func (b *builder) kindCluster(ctx context.Context, name, image, cfg string) (cre
 
 // kindtestCluster times one cluster with `kindtest bench` (New to Ready,
 // the cluster deleted after), with image as KINDTEST_IMAGE if not "".
-func kindtestCluster(ctx context.Context, kt, image string) (time.Duration, error) {
+func kindtestCluster(ctx context.Context, kt, image string, w *watcher) (time.Duration, error) {
 	f, err := os.CreateTemp("", "kindcompare-*.json")
 	if err != nil {
 		return 0, err
@@ -180,9 +217,20 @@ func kindtestCluster(ctx context.Context, kt, image string) (time.Duration, erro
 	if image != "" {
 		cmd.Env = append(cmd.Env, "KINDTEST_IMAGE="+image)
 	}
-	out, err := cmd.CombinedOutput()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	w.mu.Lock()
+	w.ktPID = cmd.Process.Pid
+	w.mu.Unlock()
+	err = cmd.Wait()
+	w.mu.Lock()
+	w.ktPID = 0
+	w.mu.Unlock()
 	if err != nil {
-		return 0, fmt.Errorf("kindtest bench: %w\n%s", err, tail(out, 4000))
+		return 0, fmt.Errorf("kindtest bench: %w\n%s", err, tail(out.Bytes(), 4000))
 	}
 	data, err := os.ReadFile(f.Name())
 	if err != nil {

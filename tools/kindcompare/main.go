@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -51,6 +52,8 @@ type options struct {
 	warmup         int
 	kindtestImages []string // "" is kindtest's default node image
 	buildOnly      bool
+	quiet          time.Duration
+	quietLimit     time.Duration
 	cacheDir       string
 	repo           string
 }
@@ -65,6 +68,8 @@ func parseFlags() (options, error) {
 	flag.IntVar(&o.pairs, "pairs", 5, "measured rounds, each one kind cluster then one kindtest cluster per -kindtest-images entry")
 	flag.IntVar(&o.warmup, "warmup", 1, "rounds run first and not counted")
 	flag.StringVar(&images, "kindtest-images", "", "comma-separated node images kindtest is measured with, each in every round (empty entry: kindtest's default image)")
+	flag.DurationVar(&o.quiet, "quiet", 15*time.Second, "before each run, wait until no other user's cluster has run on the engine for this long")
+	flag.DurationVar(&o.quietLimit, "quiet-limit", 30*time.Minute, "wait no longer than this for -quiet, then measure anyway (the run's line names the clusters seen)")
 	flag.BoolVar(&o.buildOnly, "build-only", false, "build kind and its images, measure nothing")
 	flag.StringVar(&o.cacheDir, "cache", filepath.Join(cache, "kindtest", "kindcompare"), "where built binaries and scratch files go")
 	flag.StringVar(&o.repo, "repo", "", "the kindtest repository (default: found from the working directory)")

@@ -28,14 +28,20 @@ func statsOf(ds []time.Duration) stats {
 }
 
 // summarize prints, per side in the order first seen, the statistics of
-// the measured (not warm-up) samples' time to ready, and for kind those
-// of the time `kind create cluster` took.
+// the measured samples' time to ready, and for kind those of the time
+// `kind create cluster` took. Warm-up runs are left out, and so are runs
+// during which another user's cluster ran (they are counted).
 func summarize(w io.Writer, samples []sample) {
 	var sides []string
 	ready := map[string][]time.Duration{}
 	created := map[string][]time.Duration{}
+	contended := 0
 	for _, s := range samples {
 		if s.warmup {
+			continue
+		}
+		if len(s.others) > 0 {
+			contended++
 			continue
 		}
 		if !slices.Contains(sides, s.side) {
@@ -58,4 +64,7 @@ func summarize(w io.Writer, samples []sample) {
 		}
 	}
 	tw.Flush()
+	if contended > 0 {
+		fmt.Fprintf(w, "left out: %d run(s) during which another user's cluster ran\n", contended)
+	}
 }

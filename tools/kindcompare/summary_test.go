@@ -28,9 +28,10 @@ func TestSummarizeSkipsWarmup(t *testing.T) {
 		{side: "kind", warmup: true, ready: 100 * time.Second},
 		{side: "kind", ready: 30 * time.Second, created: 20 * time.Second},
 		{side: "kindtest", ready: 10 * time.Second},
+		{side: "kindtest", ready: 50 * time.Second, others: []string{"kt-1-control-plane"}},
 	})
 	out := b.String()
-	for _, want := range []string{"kind: to ready  1  30.0  30.0  30.0", "kind: create returned  1  20.0", "kindtest: to ready  1  10.0"} {
+	for _, want := range []string{"kind: to ready  1  30.0  30.0  30.0", "kind: create returned  1  20.0", "kindtest: to ready  1  10.0", "left out: 1 run(s)"} {
 		if !strings.Contains(strings.Join(strings.Fields(out), "  "), strings.Join(strings.Fields(want), "  ")) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
