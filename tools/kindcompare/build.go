@@ -155,7 +155,20 @@ func imageExists(ctx context.Context, ref string) bool {
 // stand-in for kind's debian:trixie-slim (no registry; and trixie's
 // systemd does not boot on a cgroup v1 host).
 func (b *builder) debianImage(ctx context.Context) (string, error) {
-	const ref = "kindtest-kind/debian:bookworm"
+	// minbase without documentation, manuals and locales: what makes
+	// Debian's -slim images slim
+	args := []string{"--variant=minbase",
+		"--dpkgopt=path-exclude=/usr/share/man/*",
+		"--dpkgopt=path-exclude=/usr/share/doc/*",
+		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
+		"--dpkgopt=path-exclude=/usr/share/locale/*",
+		"--dpkgopt=path-exclude=/usr/share/info/*",
+		"bookworm"}
+	hash, err := hashInputs(args...)
+	if err != nil {
+		return "", err
+	}
+	ref := "kindtest-kind/debian:bookworm-" + hash
 	if imageExists(ctx, ref) {
 		return ref, nil
 	}
@@ -166,12 +179,13 @@ func (b *builder) debianImage(ctx context.Context) (string, error) {
 	}
 	defer os.RemoveAll(tmp)
 	rootfs := filepath.Join(tmp, "rootfs.tar")
-	if _, err := command(ctx, tmp, nil, "mmdebstrap", "--variant=minbase", "bookworm", rootfs); err != nil {
+	if _, err := command(ctx, tmp, nil, "mmdebstrap", append(args, rootfs)...); err != nil {
 		return "", fmt.Errorf("%w(needs mmdebstrap: apt-get install mmdebstrap)", err)
 	}
 	if _, err := command(ctx, tmp, nil, "docker", "import", "--change", "CMD [\"bash\"]", rootfs, ref); err != nil {
 		return "", err
 	}
+	removeOthers(ctx, ref)
 	return ref, nil
 }
 
