@@ -10,11 +10,13 @@
 // replica ready: kindtest's own definition) with the median, minimum and
 // maximum of each side.
 //
-// Run it from the tools module; the stock binaries come from
+// Run it from the tools module, as root (it adds a firewall rule while it
+// measures, see rejectServiceTraffic), on a host with mmdebstrap, gcc and
+// libseccomp-dev; the stock binaries come from
 // `go run ./cmd/kindtest build -stock`, which it runs when they are
-// missing:
+// missing. With kindtest's default and stock node images:
 //
-//	cd tools && go run ./kindcompare -pairs 5
+//	cd tools && go run ./kindcompare -pairs 6 -warmup 1 -kindtest-images ",kindtest/node:v1.37.2-stock"
 //
 // What it builds is cached: binaries under the cache directory, images
 // tagged kindtest-kind/...:<tag>-<hash of their inputs>. Every cluster it
