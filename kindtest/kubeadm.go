@@ -124,17 +124,17 @@ func kubeadmInitConfig(p initParams) string {
 			arg{"kube-api-burst", "1000"})...)),
 		SchedulerArgs: bootstrapArgs(s.componentArgs(KubeScheduler, leaderElect...)),
 		Kubelet:       kubeletConfig(cp, s, p.version),
-		// Soft memory limits for the Go runtimes of a cluster that holds
-		// a test's few objects: the garbage collector runs more often as
-		// a component nears its limit, instead of letting the heap double
-		// (see "Performance" in the README for what they save and cost).
-		APIServerEnv:         memoryLimit("160MiB"),
-		ControllerManagerEnv: memoryLimit("40MiB"),
-		SchedulerEnv:         memoryLimit("40MiB"),
-		EtcdEnv:              memoryLimit("40MiB"),
-		FeatureGates:         s.featureGates,
-		KubeProxyMode:        kubeProxyConfigMode(p.kubeProxyMode),
-		InUserNamespace:      p.rootless,
+		// A soft memory limit for the API server's Go runtime, in a
+		// cluster that holds a test's few objects: its collector runs
+		// more often near the limit instead of letting the heap double,
+		// about 50 MiB less at rest. The controller-manager, the scheduler
+		// and etcd have none: at 40 MiB their collectors ran dozens of
+		// times through start-up, which cost 0.8 s to Ready on a busy
+		// machine for a few MiB at rest (docs/performance.md).
+		APIServerEnv:    memoryLimit("160MiB"),
+		FeatureGates:    s.featureGates,
+		KubeProxyMode:   kubeProxyConfigMode(p.kubeProxyMode),
+		InUserNamespace: p.rootless,
 	}.YAML()
 }
 
