@@ -74,6 +74,7 @@ nodes:
 			t.Errorf("kubeconfig's server is not %s:\n%s", c.APIServer(), c.Kubeconfig())
 		}
 		for _, n := range cps {
+			checkServingCertificates(ctx, t, n)
 			info, err := dc.InspectContainer(ctx, n.ID())
 			if err != nil {
 				t.Fatal(err)

@@ -190,3 +190,18 @@ func checkNodePorts(ctx context.Context, t *testing.T, c *kindtest.Cluster, ip f
 		}
 	}
 }
+
+// checkServingCertificates checks that the controller-manager and the
+// scheduler on control plane n serve /healthz with the certificates
+// kindtest gave them (curl trusts only the CA in that certificate file),
+// not ones they made themselves.
+func checkServingCertificates(ctx context.Context, t *testing.T, n *kindtest.Node) {
+	t.Helper()
+	for component, port := range map[string]string{"kube-controller-manager": "10257", "kube-scheduler": "10259"} {
+		res, err := n.Exec(ctx, "curl", "-sS", "--max-time", "5", "--cacert", "/etc/kubernetes/serving/"+component+".crt",
+			"https://localhost:"+port+"/healthz")
+		if err != nil || res.Stdout != "ok" {
+			t.Errorf("%s on %s: /healthz with kindtest's certificate: %q (%v)", component, n.Name(), res.Stdout, err)
+		}
+	}
+}

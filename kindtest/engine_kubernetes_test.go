@@ -37,6 +37,7 @@ func TestKubernetes(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
 
+			t.Run("component serving certificates", func(t *testing.T) { checkServingCertificates(ctx, t, c.ControlPlane()) })
 			t.Run("nodes", func(t *testing.T) {
 				res, err := c.Kubectl(ctx, "get", "nodes", "-o",
 					`jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)

@@ -101,7 +101,7 @@ func (c *Cluster) serveHTTPS(ctx context.Context, handler http.Handler) (*HostSe
 	s := &HostServer{c: c, ip: ip, port: ln.Addr().(*net.TCPAddr).Port}
 	s.service = "kindtest-host-" + strconv.Itoa(s.port)
 	s.probe = "/kindtest.io/probe/"
-	caPEM, cert, err := servingCertificate(ip, s.dnsNames())
+	caPEM, cert, err := servingCertificate(ip, s.dnsNames(), 24*time.Hour)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -258,8 +258,8 @@ func (s *HostServer) createService(ctx context.Context) error {
 }
 
 // servingCertificate makes a CA and a certificate it signs for ip and
-// names, valid for a day.
-func servingCertificate(ip string, names []string) (caPEM []byte, cert tls.Certificate, err error) {
+// names, valid from an hour ago for lifetime.
+func servingCertificate(ip string, names []string, lifetime time.Duration) (caPEM []byte, cert tls.Certificate, err error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -269,7 +269,7 @@ func servingCertificate(ip string, names []string) (caPEM []byte, cert tls.Certi
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "kindtest host server CA"},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
+		NotAfter:              now.Add(lifetime),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -292,7 +292,7 @@ func servingCertificate(ip string, names []string) (caPEM []byte, cert tls.Certi
 		DNSNames:     names,
 		IPAddresses:  []net.IP{net.ParseIP(ip)},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
+		NotAfter:     now.Add(lifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

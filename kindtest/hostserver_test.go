@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestUnitHostServerPointAt(t *testing.T) {
@@ -105,7 +106,7 @@ spec: {group: g.example.com, version: v1, insecureSkipTLSVerify: true, service: 
 // for every name of the Service, and the probe path denies.
 func TestUnitHostServerCertificate(t *testing.T) {
 	s := &HostServer{ip: "127.0.0.1", service: "kindtest-host-1"}
-	caPEM, cert, err := servingCertificate(s.ip, s.dnsNames())
+	caPEM, cert, err := servingCertificate(s.ip, s.dnsNames(), 24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,15 @@ func (c *Cluster) kubeadmJoin(ctx context.Context, cr *creation, n *Node) error 
 			{Path: discoveryKubeconfigPath, Content: bootstrap.DiscoveryKubeconfig(server, f["certificate-authority-data"])},
 		},
 	}
+	if n.role == RoleControlPlane {
+		// kubeadm join makes its static pods from the cluster's
+		// configuration, which names the serving certificates.
+		serving, err := servingFiles()
+		if err != nil {
+			return err
+		}
+		j.Files = append(j.Files, serving...)
+	}
 	if _, err := n.ExecInput(ctx, strings.NewReader(j.Input()), j.Command()...); err != nil {
 		return &NodeError{Node: n.name, Step: "kubeadm join", Err: err, Diagnostics: c.kubeletDiagnostics(n)}
 	}
@@ -150,6 +159,13 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 		Addons: []string{"coredns"},
 		Print:  []string{adminKubeconfig, superAdminKubeconfig},
 	}
+	// The controller-manager's and the scheduler's serving certificates
+	// (see servingCertDir).
+	serving, err := servingFiles()
+	if err != nil {
+		return err
+	}
+	p.Files = append(p.Files, serving...)
 	if !c.cfg.withoutStorage {
 		p.Files = append(p.Files, bootstrap.File{Path: storageManifestPath, Content: storageManifest(c.apiHost(), apiServerPort)})
 	}

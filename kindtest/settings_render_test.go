@@ -2,6 +2,8 @@ package kindtest
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"os"
 	"path/filepath"
@@ -65,6 +67,50 @@ func TestKubeadmConfigGolden(t *testing.T) {
 		}
 		if !bytes.Equal(want, []byte(got)) {
 			t.Errorf("%s differs from the rendered configuration (run with -update-golden after a deliberate change):\n%s", file, got)
+		}
+	}
+}
+
+// TestServingFiles checks the serving certificates the controller-manager
+// and the scheduler are given: a key that matches, a certificate that its
+// CA, in the same file, signed for localhost and 127.0.0.1, valid for a
+// year, and the flags that name the files.
+func TestServingFiles(t *testing.T) {
+	files, err := servingFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	content := map[string]string{}
+	for _, f := range files {
+		content[f.Path] = f.Content
+	}
+	if len(content) != 2*len(servingComponents) {
+		t.Fatalf("%d files, want a certificate and a key for each of %v", len(content), servingComponents)
+	}
+	for _, component := range servingComponents {
+		args := servingArgs(component)
+		crt, key := content[args[0].value], content[args[1].value]
+		pair, err := tls.X509KeyPair([]byte(crt), []byte(key))
+		if err != nil {
+			t.Fatalf("%s: %v", component, err)
+		}
+		if len(pair.Certificate) != 2 {
+			t.Fatalf("%s: %d certificates in %s, want the certificate and its CA", component, len(pair.Certificate), args[0].value)
+		}
+		leaf, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, err := x509.ParseCertificate(pair.Certificate[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		roots := x509.NewCertPool()
+		roots.AddCert(ca)
+		for _, name := range []string{"localhost", "127.0.0.1"} {
+			if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, CurrentTime: time.Now().Add(364 * 24 * time.Hour)}); err != nil {
+				t.Errorf("%s: a year from now, for %s: %v", component, name, err)
+			}
 		}
 	}
 }

@@ -87,6 +87,9 @@ type InitConfig struct {
 	// EtcdEnv, APIServerEnv, ControllerManagerEnv and SchedulerEnv are
 	// their environment variables.
 	EtcdEnv, APIServerEnv, ControllerManagerEnv, SchedulerEnv []Arg
+	// ServingCertDir, when set, is mounted into the controller-manager
+	// and the scheduler, for their serving certificates.
+	ServingCertDir string
 	// Kubelet is the control plane's kubelet configuration.
 	Kubelet KubeletConfig
 	// FeatureGates are kube-proxy's feature gates (the other components
