@@ -81,7 +81,12 @@ func TestMain(m *testing.M) {
 		}
 		holderLock = l // reachable: a collected *os.File is closed, and the lock with it
 		fmt.Println("held")
-		select {} // until killed
+		// Until killed. Not select {}: with no other goroutine the
+		// runtime ends that as a deadlock at once, dropping the lock,
+		// and the test raced the holder's exit.
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	os.Exit(m.Run())
 }
