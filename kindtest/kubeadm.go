@@ -122,12 +122,12 @@ func kubeadmInitConfig(p initParams) string {
 			// pairs), for the same memory at rest.
 			arg{"watch-cache", "false"})),
 		ServingCertDir: servingCertDir,
-		ControllerManagerArgs: bootstrapArgs(s.componentArgs(KubeControllerManager, append(append(cmBase, servingArgs("kube-controller-manager")...),
+		ControllerManagerArgs: bootstrapArgs(s.componentArgs(KubeControllerManager, append(append(cmBase, servingArgs(KubeControllerManager)...),
 			// At start each controller gets a service account and a token of its
 			// own; the default client rate limit (20/s) made that take seconds.
 			arg{"kube-api-qps", "500"},
 			arg{"kube-api-burst", "1000"})...)),
-		SchedulerArgs: bootstrapArgs(s.componentArgs(KubeScheduler, append(servingArgs("kube-scheduler"), leaderElect...)...)),
+		SchedulerArgs: bootstrapArgs(s.componentArgs(KubeScheduler, append(servingArgs(KubeScheduler), leaderElect...)...)),
 		Kubelet:       kubeletConfig(cp, s, p.version),
 		// A soft memory limit for the API server's Go runtime, in a
 		// cluster that holds a test's few objects: its collector runs
@@ -239,14 +239,18 @@ func kubeProxyConfigMode(m KubeProxyMode) string {
 const servingCertDir = "/etc/kubernetes/serving"
 
 // servingComponents are the components servingFiles makes certificates for.
-var servingComponents = []string{"kube-controller-manager", "kube-scheduler"}
+var servingComponents = []Component{KubeControllerManager, KubeScheduler}
+
+// servingPaths are where component's certificate and key are.
+func servingPaths(component Component) (crt, key string) {
+	base := path.Join(servingCertDir, string(component))
+	return base + ".crt", base + ".key"
+}
 
 // servingArgs are the flags that point component at its certificate.
-func servingArgs(component string) []arg {
-	return []arg{
-		{"tls-cert-file", path.Join(servingCertDir, component+".crt")},
-		{"tls-private-key-file", path.Join(servingCertDir, component+".key")},
-	}
+func servingArgs(component Component) []arg {
+	crt, key := servingPaths(component)
+	return []arg{{"tls-cert-file", crt}, {"tls-private-key-file", key}}
 }
 
 // servingFiles are the certificate (with its CA after it) and the key of
@@ -262,10 +266,11 @@ func servingFiles() ([]bootstrap.File, error) {
 		if err != nil {
 			return nil, fmt.Errorf("serving certificate of %s: %w", component, err)
 		}
+		crtPath, keyPath := servingPaths(component)
 		crt := append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), caPEM...)
 		files = append(files,
-			bootstrap.File{Path: path.Join(servingCertDir, component+".crt"), Content: string(crt)},
-			bootstrap.File{Path: path.Join(servingCertDir, component+".key"), Content: string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: key}))})
+			bootstrap.File{Path: crtPath, Content: string(crt)},
+			bootstrap.File{Path: keyPath, Content: string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: key}))})
 	}
 	return files, nil
 }

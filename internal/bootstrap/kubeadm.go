@@ -84,9 +84,8 @@ type InitConfig struct {
 	// EtcdArgs, APIServerArgs, ControllerManagerArgs and SchedulerArgs
 	// are the control plane's components' flags, in order.
 	EtcdArgs, APIServerArgs, ControllerManagerArgs, SchedulerArgs []Arg
-	// EtcdEnv, APIServerEnv, ControllerManagerEnv and SchedulerEnv are
-	// their environment variables.
-	EtcdEnv, APIServerEnv, ControllerManagerEnv, SchedulerEnv []Arg
+	// APIServerEnv is the API server's environment variables.
+	APIServerEnv []Arg
 	// ServingCertDir, when set, is mounted into the controller-manager
 	// and the scheduler, for their serving certificates.
 	ServingCertDir string
