@@ -65,7 +65,7 @@ func TestUnitControlPlanesKubeadmConfig(t *testing.T) {
 	cp := &Node{name: "c-control-plane", ip: "172.18.0.2", role: RoleControlPlane}
 	const token = "abcdef.0123456789abcdef"
 	single := kubeadmInitConfig(initParams{cluster: "c", version: KubernetesVersion, cp: cp, token: token, timeout: time.Minute, settings: &settings{}})
-	for _, want := range []string{"controlPlaneEndpoint: 172.18.0.2:6443", "name: leader-elect\n    value: \"false\""} {
+	for _, want := range []string{"controlPlaneEndpoint: 172.18.0.2:6443", "name: leader-elect\n    value: \"false\"", "name: election-timeout\n      value: \"100\""} {
 		if !strings.Contains(single, want) {
 			t.Errorf("one control plane: init config lacks %q:\n%s", want, single)
 		}
@@ -78,6 +78,9 @@ func TestUnitControlPlanesKubeadmConfig(t *testing.T) {
 	}
 	if strings.Contains(ha, "leader-elect") {
 		t.Errorf("three control planes: leader election must stay on:\n%s", ha)
+	}
+	if strings.Contains(ha, "election-timeout") || strings.Contains(ha, "heartbeat-interval") {
+		t.Errorf("three control planes: etcd's members keep their default raft timing:\n%s", ha)
 	}
 	cp2 := &Node{name: "c-control-plane2", ip: "172.18.0.4", role: RoleControlPlane, index: 2}
 	join := kubeadmJoinConfig(cp2, KubernetesVersion, token, time.Minute, &settings{})

@@ -708,7 +708,7 @@ func TestKubeadmInitFailsFast(t *testing.T) {
 	hook := &phaseHook{t: t, marker: "\x00"}
 	start := time.Now()
 	_, err := kindtest.New(context.Background(), kindtest.WithImage(img), kindtest.WithLogger(hook),
-		kindtest.WithCreateTimeout(10*time.Minute), kindtest.WithInitWrapperForTest("timeout 3 "))
+		kindtest.WithCreateTimeout(10*time.Minute), kindtest.WithInitWrapperForTest("timeout 1 "))
 	t.Logf("failed after %v: %v", time.Since(start).Round(100*time.Millisecond), err)
 	var ne *kindtest.NodeError
 	if !errors.As(err, &ne) || ne.Step != "kubeadm init" {
