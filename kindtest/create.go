@@ -446,8 +446,12 @@ func (c *Cluster) provisionNode(ctx context.Context, cr *creation, n *Node) erro
 	if c.cfg.kubernetes {
 		steps = append(steps, nodeNetworkCommand(c, n))
 	}
-	if _, err := n.run(ctx, bootstrap.Chain(steps...)...); err != nil {
+	out, err := n.run(ctx, bootstrap.Chain(steps...)...)
+	if err != nil {
 		return c.nodeError(n, "provision before boot", err)
+	}
+	if adj, ok := bootstrap.KubeletOOMScoreAdj(out); ok {
+		n.oomScoreAdj = &adj
 	}
 	if c.cfg.kubernetes && n.index == 0 {
 		if err := c.checkKubeProxyMode(ctx, n); err != nil {

@@ -38,6 +38,17 @@ func TestKubernetes(t *testing.T) {
 			defer cancel()
 
 			t.Run("component serving certificates", func(t *testing.T) { checkServingCertificates(ctx, t, c.ControlPlane()) })
+			t.Run("kubelet OOM score", func(t *testing.T) {
+				// The kubelet sets the score it is configured with at once
+				// (-999, or the node's own where the node cannot lower it);
+				// a refused write cost two tries 100 ms apart.
+				for _, n := range c.Nodes() {
+					res, err := n.Exec(ctx, "sh", "-c", `journalctl -u kubelet --no-pager | grep -c "Failed to ApplyOOMScoreAdj" || true`)
+					if err != nil || strings.TrimSpace(res.Stdout) != "0" {
+						t.Errorf("%s: the kubelet could not set its OOM score (%q lines, %v)", n.Name(), res.Stdout, err)
+					}
+				}
+			})
 			t.Run("nodes", func(t *testing.T) {
 				res, err := c.Kubectl(ctx, "get", "nodes", "-o",
 					`jsonpath={range .items[*]}{.metadata.name} {.status.nodeInfo.kubeletVersion} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)

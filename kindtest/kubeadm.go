@@ -194,7 +194,7 @@ func kubeletConfig(n *Node, s *settings, version string) bootstrap.KubeletConfig
 	if version == "" {
 		version = KubernetesVersion
 	}
-	return bootstrap.KubeletConfig{Version: version, CgroupV1: !n.cgroupV2, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
+	return bootstrap.KubeletConfig{Version: version, CgroupV1: !n.cgroupV2, OOMScoreAdj: n.oomScoreAdj, Fields: s.kubeletConfig, FeatureGates: s.featureGates}
 }
 
 // nonEmpty is the strings of ss that are not "".

@@ -22,6 +22,9 @@ type Node struct {
 	docker *docker.Client
 	// cgroupV2 says the engine runs the node on a cgroup v2 host.
 	cgroupV2 bool
+	// oomScoreAdj, if not nil, is the OOM score the node's kubelet keeps:
+	// the node cannot lower it (see bootstrap.KubeletOOMScoreAdj).
+	oomScoreAdj *int
 	// cluster is the cluster the node belongs to, for Stop and Start.
 	cluster *Cluster
 }

@@ -84,6 +84,32 @@ func TestKubeletConfigGolden(t *testing.T) {
 // credentials where the kubelet checks them (KubeletEnsureSecretPulledImages
 // on), the field is left out where the kubelet would refuse it, and a
 // user's own policy wins.
+func TestKubeletOOMScoreAdj(t *testing.T) {
+	for out, want := range map[string]int{
+		"":                                    -1,
+		"kindtest: kubelet oom-score-adj 0\n": 0,
+		"x\nkindtest: kubelet oom-score-adj 200\ny": 200,
+		"kindtest: kubelet oom-score-adj -5":        -5,
+		"kindtest: kubelet oom-score-adj ?\n":       -1,
+	} {
+		got, ok := KubeletOOMScoreAdj(out)
+		if want == -1 && ok || want != -1 && (!ok || got != want) {
+			t.Errorf("KubeletOOMScoreAdj(%q) = %d, %v; want %d", out, got, ok, want)
+		}
+	}
+	zero := 0
+	if y := (KubeletConfig{OOMScoreAdj: &zero}).YAML(); !strings.Contains(y, "oomScoreAdj: 0\n") {
+		t.Errorf("OOMScoreAdj 0 not rendered:\n%s", y)
+	}
+	if y := (KubeletConfig{}).YAML(); strings.Contains(y, "oomScoreAdj") {
+		t.Errorf("no OOMScoreAdj: kubeadm's default must stand:\n%s", y)
+	}
+	// WithKubeletConfig's own value wins.
+	if y := (KubeletConfig{OOMScoreAdj: &zero, Fields: map[string]any{"oomScoreAdj": 5}}).YAML(); !strings.Contains(y, "oomScoreAdj: 5\n") {
+		t.Errorf("the user's oomScoreAdj lost:\n%s", y)
+	}
+}
+
 func TestKubeletImagePullPolicy(t *testing.T) {
 	const field = "imagePullCredentialsVerificationPolicy"
 	for _, tc := range []struct {

@@ -44,6 +44,9 @@ type KubeletConfig struct {
 	// CgroupV1 says the node runs on a cgroup v1 host, which the kubelet
 	// refuses unless told otherwise.
 	CgroupV1 bool
+	// OOMScoreAdj, if not nil, is the OOM score the kubelet keeps: the
+	// node's, which it cannot lower (see KubeletOOMScoreAdj).
+	OOMScoreAdj *int
 	// Fields are more KubeletConfiguration fields, merged as Merge does.
 	Fields map[string]any
 	// FeatureGates are the kubelet's feature gates.
@@ -220,6 +223,9 @@ func (k KubeletConfig) YAML() string {
 		// runners) unless told otherwise; on v2 the default stands.
 		cfg["failCgroupV1"] = false
 		cfg["cgroupDriver"] = "cgroupfs"
+	}
+	if k.OOMScoreAdj != nil {
+		cfg["oomScoreAdj"] = *k.OOMScoreAdj
 	}
 	Merge(cfg, k.Fields)
 	if len(k.FeatureGates) > 0 {

@@ -67,11 +67,31 @@ func Chain(cmds ...[]string) []string {
 	return append([]string{"sh", "-c", script.String(), "chain"}, args...)
 }
 
+// ProvisionCommand prepares a node before systemd boots it (see
+// provision.sh); a restarted node passes the machine id it had. Its
+// output may say the OOM score the kubelet must keep (see
+// KubeletOOMScoreAdj).
 func ProvisionCommand(machineID string) []string {
 	if machineID == "" {
 		return command("provision.sh")
 	}
 	return command("provision.sh", machineID)
+}
+
+// KubeletOOMScoreAdj reads ProvisionCommand's output: the OOM score the
+// kubelet must keep, because the node cannot lower it, and whether the
+// output said so.
+func KubeletOOMScoreAdj(out string) (int, bool) {
+	for line := range strings.Lines(out) {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "kindtest: kubelet oom-score-adj ")
+		if !ok {
+			continue
+		}
+		if n, err := strconv.Atoi(v); err == nil {
+			return n, true
+		}
+	}
+	return 0, false
 }
 
 // ProxyEnvCommand makes the proxy settings the default environment of

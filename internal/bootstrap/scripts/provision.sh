@@ -88,6 +88,16 @@ fi
 # Mounts made by containers (volumes of pods) must propagate.
 mount --make-rshared /
 
+# The kubelet lowers its own OOM score (kubeadm's default -999), which
+# needs CAP_SYS_RESOURCE in the host's user namespace. Where the node
+# lacks it (a rootless engine, a runtime that drops it) the kubelet tried
+# twice, 100 ms apart, before going on: say which score it keeps (the
+# node's, which systemd passes on), and the host configures that one.
+capbnd=$(awk '$1 == "CapBnd:" { print $2 }' /proc/self/status)
+if [ -n "$userns" ] || [ $((0x$capbnd >> 24 & 1)) = 0 ]; then
+  echo "kindtest: kubelet oom-score-adj $(cat /proc/1/oom_score_adj)"
+fi
+
 # Every node needs its own machine id; a restarted node keeps its own.
 if [ -n "${1:-}" ]; then
   echo "$1" > /etc/machine-id
