@@ -68,6 +68,37 @@ var timingPatches = []timingPatch{
 		new:    "podAttachAndMountRetryInterval = 20 * time.Millisecond",
 	},
 	{
+		// The volume manager's reconciler mounts what the pod's volumes
+		// need every 100 ms; a new pod's sync (the wait above) waited
+		// up to that for its first look.
+		name:   "kubelet-volume-reconciler-20ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/volumemanager/volume_manager.go",
+		old:    "reconcilerLoopSleepPeriod = 100 * time.Millisecond",
+		new:    "reconcilerLoopSleepPeriod = 20 * time.Millisecond",
+	},
+	{
+		// Its populator, which adds a new pod's volumes to what the
+		// reconciler mounts, looks at the pods every 100 ms too: the
+		// static pods' sandboxes were asked 0.29 s after the kubelet
+		// had the pods, the machine idle in between.
+		name:   "kubelet-volume-populator-20ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/volumemanager/volume_manager.go",
+		old:    "desiredStateOfWorldPopulatorLoopSleepPeriod = 100 * time.Millisecond",
+		new:    "desiredStateOfWorldPopulatorLoopSleepPeriod = 20 * time.Millisecond",
+	},
+	{
+		// The kubelet's main loop starts before the runtime's first
+		// status check and the PLEG's first relist have passed, and waits
+		// 100 ms (then 200, 400...) before it looks again.
+		name:   "kubelet-syncloop-10ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/kubelet.go",
+		old:    "base   = 100 * time.Millisecond\n\t\tmax    = 5 * time.Second",
+		new:    "base   = 10 * time.Millisecond\n\t\tmax    = 5 * time.Second",
+	},
+	{
 		// A pod sync the kubelet starts (a probe result, a container
 		// that started) waits for a pod status newer than the last sync,
 		// which only the PLEG's relist makes: a once-a-second relist
