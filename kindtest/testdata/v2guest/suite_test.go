@@ -224,6 +224,15 @@ func TestOneNode(t *testing.T) {
 	t.Run("memory limit", func(t *testing.T) {
 		oomAtLimit(ctx, t, c)
 	})
+	t.Run("kubelet OOM score", func(t *testing.T) {
+		// In a rootless engine's user namespace the kubelet cannot lower
+		// its score: kindtest configures the node's own, which it sets at
+		// once instead of failing twice, 100 ms apart.
+		res, err := c.ControlPlane().Exec(ctx, "sh", "-c", `journalctl -u kubelet --no-pager | grep -c "Failed to ApplyOOMScoreAdj" || true`)
+		if err != nil || strings.TrimSpace(res.Stdout) != "0" {
+			t.Errorf("the kubelet could not set its OOM score (%q lines, %v)", res.Stdout, err)
+		}
+	})
 	failed := t.Failed()
 	t.Run("delete", func(t *testing.T) {
 		// Start's cleanup exports the logs of a failed test, too late
