@@ -99,6 +99,19 @@ var timingPatches = []timingPatch{
 		new:    "base   = 10 * time.Millisecond\n\t\tmax    = 5 * time.Second",
 	},
 	{
+		// The kubelet starts watching its pods only once its node
+		// informer has synced, which it checks once a second; that
+		// informer's first lists fail until the API server serves and
+		// back off, so the pod watch began a whole second after the
+		// informer had synced: CoreDNS's and kube-proxy's sandboxes were
+		// asked 1-2 s after the scheduler and controller-manager synced.
+		name:   "kubelet-node-sync-100ms",
+		module: kubernetesModule,
+		file:   "pkg/kubelet/config/apiserver.go",
+		old:    "const WaitForAPIServerSyncPeriod = 1 * time.Second",
+		new:    "const WaitForAPIServerSyncPeriod = 100 * time.Millisecond",
+	},
+	{
 		// A pod sync the kubelet starts (a probe result, a container
 		// that started) waits for a pod status newer than the last sync,
 		// which only the PLEG's relist makes: a once-a-second relist
