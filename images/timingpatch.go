@@ -102,7 +102,7 @@ var timingPatches = []timingPatch{
 		// The kubelet starts watching its pods only once its node
 		// informer has synced, which it checks once a second; that
 		// informer's first lists fail until the API server serves and
-		// back off, so the pod watch began a whole second after the
+		// back off, so the pod watch began up to a second after the
 		// informer had synced: CoreDNS's and kube-proxy's sandboxes were
 		// asked 1-2 s after the scheduler and controller-manager synced.
 		name:   "kubelet-node-sync-100ms",
