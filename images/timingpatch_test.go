@@ -2,6 +2,7 @@ package images
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,6 +97,68 @@ func TestPatchNames(t *testing.T) {
 	if got := patchNames([]string{"a", "b"}); got != "a,b" {
 		t.Errorf("two patches: %q, want a,b", got)
 	}
+}
+
+// TestTimingPatchesDocumented keeps the two tables that list the patches
+// (the README's, for users; images/README.md's, with module and file) and
+// the count their text gives in step with timingPatches, the list a build
+// applies: a patch added, dropped or renamed there fails here until both
+// documents say so.
+func TestTimingPatchesDocumented(t *testing.T) {
+	var want []string
+	for _, p := range timingPatches {
+		want = append(want, p.name)
+	}
+	count := []string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+		"eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"}
+	if len(want) >= len(count) {
+		t.Fatalf("%d patches: extend this test's number words", len(want))
+	}
+	for _, doc := range []struct{ file, lead string }{
+		{"../README.md", "carries " + count[len(want)] + " patches"},
+		{"README.md", "built with " + count[len(want)] + " **timing patches**"},
+	} {
+		b, err := os.ReadFile(doc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if !strings.Contains(text, doc.lead) {
+			t.Errorf("%s does not say %q (%d patches in timingPatches)", doc.file, doc.lead, len(want))
+		}
+		names, err := patchTable(text)
+		if err != nil {
+			t.Errorf("%s: %v", doc.file, err)
+			continue
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("%s's patch table lists %q, timingPatches %q", doc.file, names, want)
+		}
+	}
+}
+
+// patchTable returns the names in the first column of the Markdown table
+// whose header starts with "| patch |".
+func patchTable(text string) ([]string, error) {
+	_, table, ok := strings.Cut(text, "\n| patch |")
+	if !ok {
+		return nil, errors.New("no table whose header starts with \"| patch |\"")
+	}
+	lines := strings.Split(table, "\n")[2:] // the header's rest and its rule
+	var names []string
+	for _, line := range lines {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		cell := strings.TrimSpace(strings.Split(line, "|")[1])
+		name, ok := strings.CutPrefix(cell, "`")
+		name, ok2 := strings.CutSuffix(name, "`")
+		if !ok || !ok2 {
+			return nil, fmt.Errorf("row %q: the first cell is not a `name`", line)
+		}
+		names = append(names, name)
+	}
+	return names, nil
 }
 
 type loggerFunc func(format string, args ...any)
