@@ -60,6 +60,9 @@ type initParams struct {
 	podSubnet, serviceSubnet string
 	// rootless: the engine runs rootless, its nodes in a user namespace.
 	rootless bool
+	// patchesDir is the directory of kubeadm's patches for the static
+	// pods (bootstrap.ShimGroupPatches); "" names none.
+	patchesDir string
 }
 
 // podRanges says who gives each node its pod range.
@@ -101,6 +104,7 @@ func kubeadmInitConfig(p initParams) string {
 	cmBase := append([]arg{{"allocate-node-cidrs", strconv.FormatBool(p.podRanges == podRangesAllocated)}}, leaderElect...)
 	return bootstrap.InitConfig{
 		ClusterName:          p.cluster,
+		PatchesDir:           p.patchesDir,
 		KubernetesVersion:    p.version,
 		Token:                p.token,
 		AdvertiseAddress:     cp.kubeIP(),
@@ -164,6 +168,9 @@ func kubeadmJoinConfig(n *Node, version, token string, timeout time.Duration, s 
 		// The shared certificates were copied from the first control plane
 		// beforehand (see joinControlPlane); kubeadm makes the rest.
 		cfg.ControlPlaneAddress = n.kubeIP()
+		// Its static pods share one containerd shim (the patches come
+		// with the configuration, see kubeadmJoin).
+		cfg.PatchesDir = bootstrap.KubeadmPatchesDir
 	}
 	cfg.Node = nodeRegistration(n, s, untainted)
 	return cfg.YAML()

@@ -44,7 +44,8 @@ func (c *Cluster) kubeadmJoin(ctx context.Context, cr *creation, n *Node) error 
 		if err != nil {
 			return err
 		}
-		j.Files = append(j.Files, serving...)
+		// Its kubeadm patches put them in one containerd shim.
+		j.Files = append(append(j.Files, serving...), bootstrap.ShimGroupPatches()...)
 	}
 	if _, err := n.ExecInput(ctx, strings.NewReader(j.Input()), j.Command()...); err != nil {
 		return &NodeError{Node: n.name, Step: "kubeadm join", Err: err, Diagnostics: c.kubeletDiagnostics(n)}
@@ -152,10 +153,19 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 		return err
 	}
 	cr.token = newBootstrapToken()
+	params := c.initParams(cr, cp)
+	addonParams := params
+	// The static pods share one containerd shim (see
+	// bootstrap.ShimGroupPatches).
+	params.patchesDir = bootstrap.KubeadmPatchesDir
 	p := bootstrap.Preboot{
-		Config: kubeadmConfigPath,
-		Log:    prebootLog,
-		Files:  []bootstrap.File{{Path: kubeadmConfigPath, Content: kubeadmInitConfig(c.initParams(cr, cp))}},
+		Config:      kubeadmConfigPath,
+		AddonConfig: kubeadmAddonConfigPath,
+		Log:         prebootLog,
+		Files: []bootstrap.File{
+			{Path: kubeadmConfigPath, Content: kubeadmInitConfig(params)},
+			{Path: kubeadmAddonConfigPath, Content: kubeadmInitConfig(addonParams)},
+		},
 		Addons: []string{"coredns"},
 		Print:  []string{adminKubeconfig, superAdminKubeconfig},
 	}
@@ -165,7 +175,7 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 	if err != nil {
 		return err
 	}
-	p.Files = append(p.Files, serving...)
+	p.Files = append(append(p.Files, serving...), bootstrap.ShimGroupPatches()...)
 	if !c.cfg.withoutStorage {
 		p.Files = append(p.Files, bootstrap.File{Path: storageManifestPath, Content: storageManifest(c.apiHost(), apiServerPort)})
 	}
@@ -197,6 +207,11 @@ func (c *Cluster) prepareControlPlane(ctx context.Context, cr *creation, cp *Nod
 	addons := bootstrap.RootCAConfigMap(string(ca)) + "---\n" + dns
 	if proxy, ok := parts["kube-proxy"]; ok {
 		addons = proxy + "\n---\n" + addons
+	}
+	// kube-proxy's and CoreDNS's pods share the static pods' containerd
+	// shim.
+	if addons, err = bootstrap.GroupShims(addons); err != nil {
+		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}
 	}
 	if cr.addons, err = bootstrap.Objects(addons); err != nil {
 		return &NodeError{Node: cp.name, Step: "read add-on manifests", Err: err}

@@ -28,6 +28,10 @@ const apiServerPort = 6443
 const (
 	criSocket         = "unix:///run/containerd/containerd.sock"
 	kubeadmConfigPath = "/etc/kindtest/kubeadm.yaml"
+	// kubeadmAddonConfigPath is the first control plane's configuration
+	// without patches, which kubeadm prints its add-ons with (see
+	// bootstrap.Preboot).
+	kubeadmAddonConfigPath = "/etc/kindtest/kubeadm-addons.yaml"
 	// discoveryKubeconfigPath is where a joining node's kubeadm finds the
 	// API server and the cluster's CA (see kubeadmJoin).
 	discoveryKubeconfigPath = "/etc/kindtest/discovery.conf"

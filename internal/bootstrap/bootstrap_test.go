@@ -292,8 +292,8 @@ func TestCommands(t *testing.T) {
 		"node-network.sh", string(CNIConfig("10.244.1.0/24", "fd00:10:244:1::/64")), "off",
 		"masquerade", "10.244.1.0/24", "10.244.0.0/16", "masquerade", "fd00:10:244:1::/64", "fd00:10:244::/56",
 		"route", "10.244.0.0/24", "172.18.0.2", "route", "fd00:10:244::/64", "fd01::2")
-	pre := Preboot{Config: "/c.yaml", Log: "/p.log", Files: []File{{"/c.yaml", "abc"}, {"/m.yaml", "de"}}, Addons: []string{"coredns"}, Print: []string{"/a.conf"}}
-	check(pre.Command(), "kubeadm-preboot.sh", "/c.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "/c.yaml", "3", "/m.yaml", "2", "--", "coredns", "--", "/a.conf", "--",
+	pre := Preboot{Config: "/c.yaml", AddonConfig: "/a.yaml", Log: "/p.log", Files: []File{{"/c.yaml", "abc"}, {"/m.yaml", "de"}}, Addons: []string{"coredns"}, Print: []string{"/a.conf"}}
+	check(pre.Command(), "kubeadm-preboot.sh", "/c.yaml", "/a.yaml", "/p.log", SchedulerManifest, HeldSchedulerManifest, "/c.yaml", "3", "/m.yaml", "2", "--", "coredns", "--", "/a.conf", "--",
 		"certs all", "kubeconfig all", "etcd local", "control-plane all", "kubelet-start")
 	join := KubeadmJoin{Config: "/c.yaml", Log: "/j.log", Files: []File{{"/c.yaml", "abc"}, {"/d.conf", "de"}}}
 	check(join.Command(), "kubeadm-join.sh", "/c.yaml", "/j.log", "/c.yaml", "3", "/d.conf", "2")
@@ -542,7 +542,7 @@ case "$3" in
 addon)
   [ "$4" = broken ] && { echo "unknown add-on" >&2; exit 1; }
   [ "$4" = kube-proxy ] && echo "W1206 12:00:00.000000 1 warnings.go:1] ipvs is deprecated" >&2
-  echo "kind: $4"; exit 0 ;;
+  echo "kind: $4 with $7"; exit 0 ;;
 fail) echo "phase fail: broken"; exit 1 ;;
 control-plane) mkdir -p "$(dirname "$MANIFEST")"; echo scheduler > "$MANIFEST" ;;
 esac
@@ -554,11 +554,11 @@ echo "phase $3 $4"
 	if err := os.WriteFile(filepath.Join(bin, "kubeadm"), []byte(fake), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p := Preboot{Config: filepath.Join(dir, "k.yaml"), Log: filepath.Join(dir, "p.log"),
+	p := Preboot{Config: filepath.Join(dir, "k.yaml"), AddonConfig: filepath.Join(dir, "a.yaml"), Log: filepath.Join(dir, "p.log"),
 		Files:  []File{{filepath.Join(dir, "k.yaml"), "config\n"}, {filepath.Join(dir, "sub/m.yaml"), "no newline"}},
 		Addons: []string{"kube-proxy", "coredns"}, Print: []string{filepath.Join(dir, "k.yaml")}}
 	run := func(phases ...string) (string, error) {
-		args := []string{p.Config, p.Log, manifest, held}
+		args := []string{p.Config, p.AddonConfig, p.Log, manifest, held}
 		for _, f := range p.Files {
 			args = append(args, f.Path, strconv.Itoa(len(f.Content)))
 		}
@@ -583,7 +583,8 @@ echo "phase $3 $4"
 	if err != nil {
 		t.Fatalf("%v in %q", err, out)
 	}
-	if parts["kube-proxy"] != "kind: kube-proxy\n" || parts["coredns"] != "kind: coredns\n" || parts[p.Config] != "config\n" {
+	// The add-ons are printed with the configuration without patches.
+	if parts["kube-proxy"] != "kind: kube-proxy with "+p.AddonConfig+"\n" || parts["coredns"] != "kind: coredns with "+p.AddonConfig+"\n" || parts[p.Config] != "config\n" {
 		t.Errorf("parts %q", parts)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, "sub/m.yaml")); string(b) != "no newline" {

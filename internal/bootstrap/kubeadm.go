@@ -89,6 +89,11 @@ type InitConfig struct {
 	EtcdArgs, APIServerArgs, ControllerManagerArgs, SchedulerArgs []Arg
 	// APIServerEnv is the API server's environment variables.
 	APIServerEnv []Arg
+	// PatchesDir, when set, is the directory of kubeadm patches for the
+	// static pods (ShimGroupPatches). kubeadm's printed add-on manifests
+	// come out broken when the configuration names patches, so the
+	// configuration those are printed with leaves it empty (see Preboot).
+	PatchesDir string
 	// ServingCertDir, when set, is mounted into the controller-manager
 	// and the scheduler, for their serving certificates.
 	ServingCertDir string
@@ -120,6 +125,9 @@ type JoinConfig struct {
 	// ControlPlaneAddress is a joining control plane's own address, where
 	// its API server listens; "" for a worker.
 	ControlPlaneAddress string
+	// PatchesDir, for a control plane, is the directory of kubeadm
+	// patches for its static pods (ShimGroupPatches).
+	PatchesDir string
 	// Node is how the node registers.
 	Node NodeRegistration
 	// Timeout is every time limit kubeadm has.

@@ -166,13 +166,14 @@ const (
 // Preboot is what kubeadm-preboot.sh does on the first control plane
 // before it boots, in one exec: write Files, run the kubeadm init phases
 // that only write files with the configuration at Config (logged to Log),
-// hold the scheduler's manifest back, and print the manifests of Addons
-// and the files of Print (see Parse).
+// hold the scheduler's manifest back, and print the manifests of Addons,
+// with the configuration at AddonConfig (the same without patches: see
+// InitConfig.PatchesDir), and the files of Print (see Parse).
 type Preboot struct {
-	Config, Log string
-	Files       []File
-	Addons      []string
-	Print       []string
+	Config, AddonConfig, Log string
+	Files                    []File
+	Addons                   []string
+	Print                    []string
 }
 
 // File is a file a script writes: its path and content.
@@ -180,7 +181,7 @@ type File struct{ Path, Content string }
 
 // Command is the command to run with Input as its standard input.
 func (p Preboot) Command() []string {
-	args := append([]string{p.Config, p.Log, SchedulerManifest, HeldSchedulerManifest}, fileArgs(p.Files)...)
+	args := append([]string{p.Config, p.AddonConfig, p.Log, SchedulerManifest, HeldSchedulerManifest}, fileArgs(p.Files)...)
 	args = append(append(args, "--"), p.Addons...)
 	args = append(append(args, "--"), p.Print...)
 	args = append(append(args, "--"), prebootPhases...)

@@ -6,8 +6,9 @@
 # prints what the host needs next: kubeadm's manifests of add-ons (made
 # beside the phases) and files the phases wrote (the kubeconfigs).
 #
-# Usage: kubeadm-preboot.sh CONFIG LOG MANIFEST HELD [PATH SIZE]... -- [ADDON]... -- [FILE]... -- PHASE...
-# CONFIG is kubeadm's configuration and LOG where the phases' output and
+# Usage: kubeadm-preboot.sh CONFIG ADDONCONFIG LOG MANIFEST HELD [PATH SIZE]... -- [ADDON]... -- [FILE]... -- PHASE...
+# CONFIG is kubeadm's configuration, ADDONCONFIG the same without patches
+# (kubeadm prints add-on manifests broken when it has patches), LOG where the phases' output and
 # errors go, and what kubeadm logged while printing the add-ons (kept in
 # the node for log export); MANIFEST is the manifest
 # to hold back and HELD where it waits. Each PATH gets the next SIZE bytes
@@ -16,8 +17,8 @@
 # spaces), an empty line, a line "--- kindtest:NAME" and its content.
 set -eu
 marker='--- kindtest:'
-config=$1 log=$2 manifest=$3 held=$4
-shift 4
+config=$1 addonconfig=$2 log=$3 manifest=$4 held=$5
+shift 5
 while [ "$1" != -- ]; do
   mkdir -p "$(dirname "$1")"
   head -c "$2" >"$1"
@@ -32,7 +33,7 @@ while [ "$1" != -- ]; do
   (
     # Only the manifests on standard output: kubeadm logs warnings (such
     # as ipvs mode's deprecation) on standard error, kept for the log.
-    kubeadm init phase addon "$1" --print-manifest --config "$config" >"$out/$1" 2>"$out/$1.err"
+    kubeadm init phase addon "$1" --print-manifest --config "$addonconfig" >"$out/$1" 2>"$out/$1.err"
     echo $? >"$out/$1.rc"
   ) &
   addons="$addons $1"
